@@ -1,0 +1,259 @@
+// Host side of the SM90 FP8 block-scaled GEMM kernels (1D2D: bf16 out; 1D1D: fp32 out
+// with accumulation): configuration choice, JIT entry source, and the launch contract
+// (tensor maps and kernel arguments) the launcher must honour.
+//
+// Pure C++17, no CUDA or torch headers. The device side lives in
+// cuda/deep_gemm/impls/sm90_fp8_gemm_{1d2d,1d1d}.cuh; the shared-memory size formula
+// below mirrors cuda/deep_gemm/common/sm90_fp8_core.cuh (Fp8SmemLayout).
+//
+// ---------------------------------------------------------------------------------------
+// LAUNCH CONTRACT (what a launcher does with a config `cfg` for shape m, n, k):
+//
+//   code   = sm90_fp8_gemm_source(cfg, compiled_m, compiled_n, compiled_k)  (0 = runtime)
+//   kernel = deep_jit compile {name, code, entry = "dg_entry", arch sm_90a,
+//                              include_dirs = {<cuda/ root>}}
+//   grid   = {cfg.grid_x, 1, 1}         (persistent: <= #SMs, a multiple of cfg.cluster)
+//   block  = {cfg.num_threads, 1, 1}    (256 for block_m 64, 384 for block_m 128)
+//   shared = cfg.smem_bytes             (dynamic; needs MAX_DYNAMIC_SHARED_SIZE_BYTES)
+//   cluster_dim = {cfg.cluster, 1, 1}   (pass the cluster attribute even when 1 is fine)
+//
+//   Tensor maps: sm90_fp8_gemm_tensor_maps(cfg, m, n, k, ...) returns them in argument
+//   order; each maps to make_tensor_map_2d(base, dtype, inner, outer, outer_stride_bytes,
+//   box_inner, box_outer, swizzle). All use interleave none, L2 promotion 256B,
+//   OOB fill none (zeros), element strides 1.
+//
+//   Kernel arguments, in order:
+//   1D2D: (uint32 m, uint32 n, uint32 k, const float* sfb,
+//          CUtensorMap a, CUtensorMap b, CUtensorMap sfa, CUtensorMap d)
+//   1D1D: (uint32 m, uint32 n, uint32 k, const float* c /*may be d, or null*/, float* d,
+//          uint32 ld_d /*elements, even*/,
+//          CUtensorMap a, CUtensorMap b, CUtensorMap sfa, CUtensorMap sfb)
+//   (tensor maps by value: the entry declares them const __grid_constant__).
+//
+//   Preconditions the launcher checks: k % 128 == 0, k > 0, m > 0 (m == 0: skip launch),
+//   A/B K-major with row pitch % 16 == 0 bytes, 16-byte aligned bases, SFA (and 1D1D SFB)
+//   MN-major fp32 [k/128, align(mn, 4)], 1D2D SFB fp32 row-major [ceil(n/128), k/128],
+//   1D2D D bf16 row-major with row pitch % 16 bytes == 0 (n % 8 == 0 if packed),
+//   1D1D C/D fp32 row-major, ld_d even, 8-byte aligned.
+// ---------------------------------------------------------------------------------------
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace deep_gemm::heuristics {
+
+enum class Sm90Fp8Kind { k1D2D, k1D1D };
+
+struct Sm90Fp8GemmConfig {
+    Sm90Fp8Kind kind = Sm90Fp8Kind::k1D2D;
+    int block_m = 128;
+    int block_n = 128;
+    int block_k = 128;           // one scale block; fixed
+    int stages = 4;
+    int cluster = 1;             // 1, or 2: CTA pairs multicast A (same m-block)
+    int group_n = 16;            // scheduler group width (n-blocks), even
+    int num_sms = 132;           // SMs available (set_num_sms)
+    int grid_x = 132;            // persistent grid: num_sms rounded down to the cluster
+    int smem_bytes = 0;          // dynamic shared memory
+    int num_math_threads = 256;  // block_m / 64 warpgroups
+    int num_threads = 384;       // math + one TMA producer warpgroup
+    int swizzle_d = 0;           // 1D2D: TMA swizzle of the D staging tile (bytes)
+    double est_cycles = 0.0;     // model estimate used for the choice
+};
+
+inline int sm90_fp8_ceil_div(long a, long b) { return static_cast<int>((a + b - 1) / b); }
+inline int sm90_fp8_align(long a, long b) { return sm90_fp8_ceil_div(a, b) * static_cast<int>(b); }
+
+// Largest TMA swizzle (128/64/32 bytes) that tiles a row of `row_bytes` exactly.
+inline int sm90_fp8_epilogue_swizzle(int row_bytes) {
+    return row_bytes % 128 == 0 ? 128 : row_bytes % 64 == 0 ? 64 : row_bytes % 32 == 0 ? 32 : 0;
+}
+
+// Mirrors Fp8SmemLayout<...>::kDynamicBytes.
+inline int sm90_fp8_smem_bytes(Sm90Fp8Kind kind, int bm, int bn, int stages) {
+    const bool is_1d1d = kind == Sm90Fp8Kind::k1D1D;
+    const int d = is_1d1d ? 0 : sm90_fp8_align(bm * bn * 2, 1024);
+    const int stage = bm * 128 + bn * 128 + sm90_fp8_align(bm * 4, 128) +
+                      (is_1d1d ? sm90_fp8_align(bn * 4, 128) : 0);
+    return d + stages * stage + 2 * stages * 8 + 1024;
+}
+
+constexpr int kSm90MaxSmemBytes = 232448;  // 227 KB opt-in per block
+constexpr int kSm90Fp8MaxStages = 12;
+
+// Fraction of cluster pairs (tiles t, t^1) that share an m-block and so multicast A.
+inline double sm90_fp8_multicast_fraction(int num_m, int num_n, int group_n) {
+    double pairs = 0, shared = 0;
+    for (int first = 0; first < num_n; first += group_n) {
+        const int w = std::min(group_n, num_n - first);
+        const double tiles = static_cast<double>(w) * num_m;
+        pairs += tiles;
+        shared += (w % 2 == 0) ? tiles : tiles * (1.0 - 1.0 / w);
+    }
+    return pairs > 0 ? shared / pairs : 0.0;
+}
+
+// Cycle model of one configuration (per SM clocks; only the ranking matters).
+//   tensor:  m64nNk32 fp8 wgmma ~ max(N/2, 16) clk on an SM, warpgroups share the tensor
+//            cores; a warpgroup also promotes (N/2 FMA per thread) and syncs (~60 clk)
+//            after its own wgmmas, which the other warpgroup's wgmmas hide.
+//   loads:   L2 -> SM ~64 B/clk per SM; multicast halves A for the pairs that share it.
+//   tiles:   waves of grid_x tiles, ~400 clk of epilogue per tile, ~1500 clk of fill.
+//   DRAM:    ~2150 B/clk for the whole GPU (4.3 TB/s at ~2 GHz), a floor.
+inline double sm90_fp8_estimate_cycles(const Sm90Fp8GemmConfig& c, int m, int n, int k) {
+    const int num_m = sm90_fp8_ceil_div(m, c.block_m), num_n = sm90_fp8_ceil_div(n, c.block_n);
+    const long tiles = static_cast<long>(num_m) * num_n;
+    const long waves = (tiles + c.grid_x - 1) / c.grid_x;
+    const int num_wg = c.block_m / 64;
+    const double wgmma = 4.0 * std::max(c.block_n / 2.0, 16.0);
+    const double per_wg = wgmma + c.block_n / 2.0 + 60.0;
+    const double compute = std::max(num_wg * wgmma, per_wg);
+    const double mc = c.cluster == 2 ? sm90_fp8_multicast_fraction(num_m, num_n, c.group_n) : 0.0;
+    const double a_rows = c.block_m * (1.0 - 0.5 * mc);
+    const double load = (a_rows + c.block_n) * 128.0 / 64.0;
+    const double per_k_block = std::max(compute, load);
+    const double tile = (k / 128) * per_k_block + 400.0;
+    const double out_bytes = c.kind == Sm90Fp8Kind::k1D1D ? 8.0 : 2.0;  // 1D1D reads C too
+    const double dram = (static_cast<double>(m) * k + static_cast<double>(n) * k +
+                         static_cast<double>(m) * n * out_bytes) / 2150.0;
+    return std::max(waves * tile + 1500.0, dram);
+}
+
+// Every legal configuration for an m x n x k problem on `num_sms` SMs, best first by the
+// cycle model. fp32_out selects the 1D1D kernel. Deterministic.
+inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_gemm_configs(int m, int n, int k, int num_sms, bool fp32_out,
+                                                                 int max_smem_bytes = kSm90MaxSmemBytes) {
+    const Sm90Fp8Kind kind = fp32_out ? Sm90Fp8Kind::k1D1D : Sm90Fp8Kind::k1D2D;
+    std::vector<Sm90Fp8GemmConfig> all;
+    for (int bm : {64, 128}) {
+        for (int bn = 16; bn <= 160; bn += 16) {
+            // 1D2D: a tile may touch at most two 128-wide SFB blocks.
+            if (kind == Sm90Fp8Kind::k1D2D && bn > 128 && 128 % (bn - 128) != 0) continue;
+            for (int cluster : {1, 2}) {
+                if (cluster == 2 && num_sms < 2) continue;
+                Sm90Fp8GemmConfig c;
+                c.kind = kind;
+                c.block_m = bm;
+                c.block_n = bn;
+                c.cluster = cluster;
+                c.num_sms = num_sms;
+                c.grid_x = num_sms / cluster * cluster;
+                c.num_math_threads = bm / 64 * 128;
+                c.num_threads = c.num_math_threads + 128;
+                c.swizzle_d = kind == Sm90Fp8Kind::k1D2D ? sm90_fp8_epilogue_swizzle(bn * 2) : 0;
+                int stages = kSm90Fp8MaxStages;
+                while (stages > 2 && sm90_fp8_smem_bytes(kind, bm, bn, stages) > max_smem_bytes) --stages;
+                if (sm90_fp8_smem_bytes(kind, bm, bn, stages) > max_smem_bytes) continue;
+                c.stages = stages;
+                c.smem_bytes = sm90_fp8_smem_bytes(kind, bm, bn, stages);
+                c.est_cycles = sm90_fp8_estimate_cycles(c, m, n, k);
+                // Do not launch more CTAs than tiles (keeps tiny problems cheap), cluster-aligned.
+                const long tiles = static_cast<long>(sm90_fp8_ceil_div(m, bm)) * sm90_fp8_ceil_div(n, bn);
+                if (tiles < c.grid_x) c.grid_x = sm90_fp8_align(tiles, cluster);
+                all.push_back(c);
+            }
+        }
+    }
+    // Clusters couple CTA pairs; take them only when the model says they win by 2%.
+    auto score = [](const Sm90Fp8GemmConfig& c) { return c.est_cycles * (c.cluster == 2 ? 1.02 : 1.0); };
+    std::stable_sort(all.begin(), all.end(),
+                     [&](const Sm90Fp8GemmConfig& a, const Sm90Fp8GemmConfig& b) { return score(a) < score(b); });
+    return all;
+}
+
+// Picks (block_m, block_n, stages, cluster) for an m x n x k problem (the model's best).
+inline Sm90Fp8GemmConfig choose_sm90_fp8_gemm_config(int m, int n, int k, int num_sms, bool fp32_out,
+                                                     int max_smem_bytes = kSm90MaxSmemBytes) {
+    return rank_sm90_fp8_gemm_configs(m, n, k, num_sms, fp32_out, max_smem_bytes).front();
+}
+
+// Completes a hand-picked (kind, block_m, block_n, cluster) into a full config (stages,
+// smem, threads, grid) the same way the ranking does. Used by tests and tuning.
+inline Sm90Fp8GemmConfig make_sm90_fp8_gemm_config(bool fp32_out, int bm, int bn, int cluster, int m, int n, int k,
+                                                   int num_sms, int max_smem_bytes = kSm90MaxSmemBytes) {
+    for (const auto& c : rank_sm90_fp8_gemm_configs(m, n, k, num_sms, fp32_out, max_smem_bytes))
+        if (c.block_m == bm && c.block_n == bn && c.cluster == cluster) return c;
+    return Sm90Fp8GemmConfig{};  // block_m 128 / block_n 128 defaults; caller passed an illegal shape
+}
+
+// The JIT entry for `cfg`. compiled_{m,n,k}: a dimension baked into the kernel, or 0 for a
+// runtime argument (the API's compiled_dims).
+inline std::string sm90_fp8_gemm_source(const Sm90Fp8GemmConfig& c, int compiled_m, int compiled_n,
+                                        int compiled_k) {
+    const bool is_1d1d = c.kind == Sm90Fp8Kind::k1D1D;
+    const std::string impl = is_1d1d ? "sm90_fp8_gemm_1d1d" : "sm90_fp8_gemm_1d2d";
+    const std::string targs = std::to_string(compiled_m) + "u, " + std::to_string(compiled_n) + "u, " +
+                              std::to_string(compiled_k) + "u, " + std::to_string(c.block_m) + "u, " +
+                              std::to_string(c.block_n) + "u, " + std::to_string(c.stages) + "u, " +
+                              std::to_string(c.cluster) + "u, " + std::to_string(c.group_n) + "u";
+    std::string s;
+    s += "#include <deep_gemm/impls/" + impl + ".cuh>\n\n";
+    // The bound is always 384 threads: a fixed register cap at entry (168) that the
+    // setmaxnreg pair then redistributes; block_m 64 kernels launch 256 of them.
+    s += "extern \"C\" __global__ void __launch_bounds__(384, 1)\n";
+    if (is_1d1d) {
+        s += "dg_entry(uint32_t m, uint32_t n, uint32_t k, const float* c, float* d, uint32_t ld_d,\n"
+             "         const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,\n"
+             "         const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_sfb) {\n";
+        s += "    deep_gemm::" + impl + "_impl<" + targs + ">(\n"
+             "        m, n, k, c, d, ld_d, &tmap_a, &tmap_b, &tmap_sfa, &tmap_sfb);\n}\n";
+    } else {
+        s += "dg_entry(uint32_t m, uint32_t n, uint32_t k, const float* sfb,\n"
+             "         const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,\n"
+             "         const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_d) {\n";
+        s += "    deep_gemm::" + impl + "_impl<" + targs + ">(\n"
+             "        m, n, k, sfb, &tmap_a, &tmap_b, &tmap_sfa, &tmap_d);\n}\n";
+    }
+    return s;
+}
+
+// A short, unique kernel name for caches and logs.
+inline std::string sm90_fp8_gemm_name(const Sm90Fp8GemmConfig& c, int compiled_m, int compiled_n, int compiled_k) {
+    return std::string(c.kind == Sm90Fp8Kind::k1D1D ? "sm90_fp8_1d1d" : "sm90_fp8_1d2d") + "_m" +
+           std::to_string(compiled_m) + "n" + std::to_string(compiled_n) + "k" + std::to_string(compiled_k) +
+           "_b" + std::to_string(c.block_m) + "x" + std::to_string(c.block_n) + "_s" + std::to_string(c.stages) +
+           "_c" + std::to_string(c.cluster) + "_g" + std::to_string(c.group_n);
+}
+
+// One tensor map, in the terms of deep_jit::make_tensor_map_2d.
+enum class Sm90TmaDtype { kU8 /*e4m3*/, kF32, kBF16 };
+struct Sm90Fp8TensorMapSpec {
+    const char* operand;          // "a", "b", "sfa", "sfb", "d"
+    Sm90TmaDtype dtype;
+    uint64_t inner_elems;         // contiguous dimension
+    uint64_t outer_elems;
+    uint64_t outer_stride_bytes;  // multiple of 16
+    uint32_t box_inner, box_outer;
+    int swizzle_bytes;            // 0 (none), 32, 64 or 128
+};
+
+// The tensor maps of a launch, in kernel-argument order (after the scalar arguments).
+// Pitches: lda/ldb in bytes (k for packed), ld_d in elements (n for packed).
+inline std::vector<Sm90Fp8TensorMapSpec> sm90_fp8_gemm_tensor_maps(const Sm90Fp8GemmConfig& c, int m, int n, int k,
+                                                                   uint64_t lda_bytes = 0, uint64_t ldb_bytes = 0,
+                                                                   uint64_t ld_d = 0) {
+    if (lda_bytes == 0) lda_bytes = static_cast<uint64_t>(k);
+    if (ldb_bytes == 0) ldb_bytes = static_cast<uint64_t>(k);
+    if (ld_d == 0) ld_d = static_cast<uint64_t>(n);
+    const uint64_t kb = static_cast<uint64_t>(k / 128);
+    const uint64_t m_pad = static_cast<uint64_t>(sm90_fp8_align(m, 4));
+    const uint64_t n_pad = static_cast<uint64_t>(sm90_fp8_align(n, 4));
+    std::vector<Sm90Fp8TensorMapSpec> maps;
+    maps.push_back({"a", Sm90TmaDtype::kU8, static_cast<uint64_t>(k), static_cast<uint64_t>(m), lda_bytes, 128,
+                    static_cast<uint32_t>(c.block_m / c.cluster), 128});
+    maps.push_back({"b", Sm90TmaDtype::kU8, static_cast<uint64_t>(k), static_cast<uint64_t>(n), ldb_bytes, 128,
+                    static_cast<uint32_t>(c.block_n), 128});
+    maps.push_back({"sfa", Sm90TmaDtype::kF32, m_pad, kb, m_pad * 4, static_cast<uint32_t>(c.block_m), 1, 0});
+    if (c.kind == Sm90Fp8Kind::k1D1D) {
+        maps.push_back({"sfb", Sm90TmaDtype::kF32, n_pad, kb, n_pad * 4, static_cast<uint32_t>(c.block_n), 1, 0});
+    } else {
+        maps.push_back({"d", Sm90TmaDtype::kBF16, static_cast<uint64_t>(n), static_cast<uint64_t>(m), ld_d * 2,
+                        static_cast<uint32_t>(c.swizzle_d / 2), 64, c.swizzle_d});
+    }
+    return maps;
+}
+
+}  // namespace deep_gemm::heuristics
