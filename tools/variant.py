@@ -7,8 +7,8 @@ CUDA-major dependencies (which NVRTC and CUDA header wheels the JIT uses). The
 compiled extension is the same for both: it links no CUDA library.
 
 --pin-torch X.Y makes a packager's wheel for exactly one torch release: version
-``<v>+torchX.Y``, dependency ``torch==X.Y.*``, stable ABI targeted at X.Y. The
-build environment must then hold torch X.Y. Without it the wheel is portable:
+``<v>+torchX.Y``, dependency ``torch==X.Y.*``, stable ABI targeted at X.Y, and
+``torch==X.Y.*`` in the isolated build environment too. Without it the wheel is portable:
 ``torch>=2.11`` with the 2.11 stable-ABI target.
 
 Only the regions between the ``# >>> variant`` markers are rewritten, so the
@@ -61,6 +61,7 @@ def render(text: str, cuda: int, pin: tuple[int, int] | None) -> str:
     text = replace_region(text, "variant", f'name = "{name}"\ndependencies = [\n{deps}]\n')
     suffix = f"+torch{pin[0]}.{pin[1]}" if pin else ""
     text = replace_region(text, "variant-version", f'result = "{{value}}{suffix}"\n')
+    text = replace_region(text, "variant-build", f'requires = ["scikit-build-core>=0.11", "{torch_req}"]\n')
     target = torch_target_version(*(pin or OLDEST_TORCH))
     return replace_region(text, "variant-target", f'DG_TORCH_TARGET_VERSION = "{target}"\n')
 

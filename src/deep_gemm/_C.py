@@ -29,6 +29,10 @@ def _load_extension() -> Any:
 
 _ops = _load_extension()
 
+from . import _jit  # noqa: E402  (needs the ops loaded)
+
+_jit.configure()
+
 __all__ = [
     "set_num_sms",
     "get_num_sms",
@@ -42,6 +46,7 @@ __all__ = [
     "get_mk_alignment_for_contiguous_layout",
     "get_theoretical_mk_alignment_for_contiguous_layout",
     "get_tma_aligned_size",
+    "get_jit",
 ]
 
 
@@ -130,3 +135,11 @@ def get_theoretical_mk_alignment_for_contiguous_layout(expected_m: int | None = 
 def get_tma_aligned_size(x: int, element_size: int) -> int:
     """``x`` rounded up so ``x * element_size`` is a multiple of 16 bytes (TMA strides)."""
     return _ops.get_tma_aligned_size(_int("get_tma_aligned_size", "x", x), _int("get_tma_aligned_size", "element_size", element_size))
+
+
+# ---- JIT runtime -------------------------------------------------------------
+
+
+def get_jit() -> _jit.JitInfo:
+    """Cache roots, compiler backend and version, and the kernels loaded so far."""
+    return _jit.get_jit()

@@ -1,0 +1,69 @@
+"""Python side of the JIT runtime: hands deep_jit what only Python can find
+cheaply (the wheel's include root, NVRTC and CUDA headers from the nvidia-*
+wheels) and builds :func:`get_jit`'s report from plain ops."""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import importlib.util
+import os
+
+import torch
+
+INCLUDE_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
+
+# Where the nvidia-* wheels put NVRTC and the CUDA headers, per CUDA major:
+# (library glob, include dirs), relative to site-packages/nvidia.
+_WHEEL_LAYOUTS = (
+    ("cu13/lib/libnvrtc.so.13*", ("cu13/include", "cu13/include/cccl")),
+    ("cuda_nvrtc/lib/libnvrtc.so.12*", ("cuda_runtime/include", "cuda_cccl/include")),
+)
+
+
+def _nvidia_roots() -> list[str]:
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        return []
+    return list(spec.submodule_search_locations or []) if spec else []
+
+
+def find_wheel_nvrtc() -> tuple[str, list[str]]:
+    """(libnvrtc path, header dirs) from the nvidia-* wheels, or ("", [])."""
+    for root in _nvidia_roots():
+        for lib_glob, include_dirs in _WHEEL_LAYOUTS:
+            libs = sorted(p for p in glob.glob(os.path.join(root, lib_glob)) if "builtins" not in p)
+            dirs = [os.path.join(root, d) for d in include_dirs]
+            if libs and all(os.path.isdir(d) for d in dirs):
+                return libs[0], dirs
+    return "", []
+
+
+def configure() -> None:
+    nvrtc_library, nvrtc_include_dirs = find_wheel_nvrtc()
+    torch.ops.deep_gemm.jit_configure(INCLUDE_ROOT, nvrtc_library, nvrtc_include_dirs)
+
+
+@dataclasses.dataclass(frozen=True)
+class JitInfo:
+    """What the JIT runtime is doing in this process."""
+
+    cache_roots: list[str]
+    backend: str
+    compiler_path: str
+    compiler_version: str
+    include_root: str
+    loaded_kernels: list[str]
+    num_loaded_kernels: int
+    compiles: int
+    compile_failures: int
+    disk_cache_hits: int
+    repaired_entries: int
+
+
+def get_jit() -> JitInfo:
+    roots, backend, path, version, names, counters = torch.ops.deep_gemm.jit_info()
+    loaded, compiles, failures, hits, repaired = counters
+    return JitInfo(list(roots), backend, path, version, INCLUDE_ROOT, list(names), loaded, compiles, failures, hits,
+                   repaired)
