@@ -10,7 +10,7 @@ every function here validates Python-level types and forwards to one op.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
@@ -30,6 +30,7 @@ def _load_extension() -> Any:
 _ops = _load_extension()
 
 from . import _jit  # noqa: E402  (needs the ops loaded)
+from ._sf_layout import get_mn_major_tma_aligned_tensor, transform_sf_into_required_layout  # noqa: E402
 
 _jit.configure()
 
@@ -47,6 +48,16 @@ __all__ = [
     "get_theoretical_mk_alignment_for_contiguous_layout",
     "get_tma_aligned_size",
     "get_jit",
+    "get_mn_major_tma_aligned_tensor",
+    "transform_sf_into_required_layout",
+    "fp8_gemm_nt",
+    "fp8_gemm_nn",
+    "fp8_gemm_tn",
+    "fp8_gemm_tt",
+    "fp8_fp4_gemm_nt",
+    "fp8_fp4_gemm_nn",
+    "fp8_fp4_gemm_tn",
+    "fp8_fp4_gemm_tt",
 ]
 
 
@@ -143,3 +154,112 @@ def get_tma_aligned_size(x: int, element_size: int) -> int:
 def get_jit() -> _jit.JitInfo:
     """Cache roots, compiler backend and version, and the kernels loaded so far."""
     return _jit.get_jit()
+
+
+# ---- dense FP8 GEMM ------------------------------------------------------------
+
+_RECIPE_1D2D = (1, 128, 128)
+_RECIPE_1D1D = (1, 1, 128)
+
+
+def _pair(fn: str, name: str, value: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    if not (isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(t, torch.Tensor) for t in value)):
+        raise TypeError(f"deep_gemm.{fn}: {name} must be a pair (tensor, scale_factors), got {type(value).__name__}")
+    return value[0], value[1]
+
+
+def _choose_recipe(fn: str, d: torch.Tensor, recipe: Any, recipe_a: Any, recipe_b: Any) -> tuple[int, int, int]:
+    if recipe_a is not None or recipe_b is not None:
+        if recipe is not None:
+            raise ValueError(f"deep_gemm.{fn}: pass either recipe or recipe_a/recipe_b, not both")
+        if recipe_a is None or recipe_b is None:
+            raise ValueError(f"deep_gemm.{fn}: recipe_a and recipe_b go together")
+        recipe = (tuple(recipe_a)[0], tuple(recipe_b)[0], tuple(recipe_a)[1])
+    if recipe is None:
+        # As upstream: FP32 output means the 1D1D (wgrad) kernel, BF16 the 1D2D one.
+        return _RECIPE_1D1D if d.dtype == torch.float32 else _RECIPE_1D2D
+    recipe = tuple(recipe)
+    if recipe not in (_RECIPE_1D2D, _RECIPE_1D1D):
+        raise ValueError(f"deep_gemm.{fn}: SM90 supports recipe (1, 128, 128) or (1, 1, 128), got {recipe}")
+    return recipe
+
+
+def _fp8_gemm(fn: str, a: Any, b: Any, d: torch.Tensor, c: Optional[torch.Tensor], recipe: Any, recipe_a: Any,
+              recipe_b: Any, compiled_dims: str, transpose_a: bool, transpose_b: bool) -> None:
+    a_t, sfa = _pair(fn, "a", a)
+    b_t, sfb = _pair(fn, "b", b)
+    if not isinstance(d, torch.Tensor):
+        raise TypeError(f"deep_gemm.{fn}: d must be a tensor, got {type(d).__name__}")
+    if not isinstance(compiled_dims, str):
+        raise TypeError(f"deep_gemm.{fn}: compiled_dims must be a str such as 'nk', got {type(compiled_dims).__name__}")
+    # nn/tn/tt are views of nt: the same kernel sees transposed operands.
+    if transpose_a:
+        a_t, sfa = a_t.transpose(0, 1), sfa.transpose(0, 1)
+    if transpose_b:
+        b_t, sfb = b_t.transpose(0, 1), sfb.transpose(0, 1)
+    recipe = _choose_recipe(fn, d, recipe, recipe_a, recipe_b)
+    if a_t.dim() == 2 and b_t.dim() == 2 and sfa.dim() == 2 and sfb.dim() == 2:
+        m, k = a_t.shape
+        n = b_t.shape[0]
+        if sfa.dtype == torch.float32 and tuple(sfa.shape) == (m, -(-k // 128)):
+            sfa = get_mn_major_tma_aligned_tensor(sfa)
+        if recipe == _RECIPE_1D1D and sfb.dtype == torch.float32 and tuple(sfb.shape) == (n, -(-k // 128)):
+            sfb = get_mn_major_tma_aligned_tensor(sfb)
+        elif recipe == _RECIPE_1D2D and not sfb.is_contiguous():
+            sfb = sfb.contiguous()
+    if recipe == _RECIPE_1D2D and d.dtype == torch.float32:
+        raise ValueError(f"deep_gemm.{fn}: recipe (1, 128, 128) writes torch.bfloat16 d; fp32 d is the 1D1D recipe "
+                         "(1, 1, 128)")
+    if recipe == _RECIPE_1D1D and d.dtype != torch.float32:
+        raise ValueError(f"deep_gemm.{fn}: recipe (1, 1, 128) accumulates into an fp32 d, got {d.dtype}")
+    _ops.fp8_gemm_nt(a_t, sfa, b_t, sfb, d, c, compiled_dims)
+
+
+def fp8_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor,
+                c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None,
+                compiled_dims: str = "nk", disable_ue8m0_cast: bool = False,
+                recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
+    """``d = (A * SFA) @ (B * SFB)^T (+ c)``: A ``[M, K]`` and B ``[N, K]`` FP8 e4m3, K-major.
+
+    ``a = (A, SFA)`` with SFA fp32 ``[M, ceil(K/128)]`` (per token); ``b = (B, SFB)`` with
+    SFB fp32 ``[ceil(N/128), ceil(K/128)]`` (per 128x128 block) and ``d`` bf16 ``[M, N]``;
+    or, with ``recipe=(1, 1, 128)`` / an fp32 ``d``, SFB ``[N, ceil(K/128)]`` and
+    ``d = c + A @ B^T`` in fp32 (``c`` may be ``d``). Scales in other layouts are
+    converted (see :func:`transform_sf_into_required_layout`). ``disable_ue8m0_cast``
+    has no effect on SM90 (fp32 scales, no UE8M0 packing).
+    """
+    _fp8_gemm("fp8_gemm_nt", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, False, False)
+
+
+def fp8_gemm_nn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor,
+                c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None,
+                compiled_dims: str = "nk", disable_ue8m0_cast: bool = False,
+                recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
+    """:func:`fp8_gemm_nt` with B given as ``[K, N]`` (and its scales transposed alike).
+    SM90 needs K-major operands, so B must be a transposed view of a K-major tensor."""
+    _fp8_gemm("fp8_gemm_nn", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, False, True)
+
+
+def fp8_gemm_tn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor,
+                c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None,
+                compiled_dims: str = "mn", disable_ue8m0_cast: bool = False,
+                recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
+    """:func:`fp8_gemm_nt` with A given as ``[K, M]`` and B as ``[K, N]``... see fp8_gemm_nt;
+    A must be a transposed view of a K-major tensor on SM90."""
+    _fp8_gemm("fp8_gemm_tn", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, True, True)
+
+
+def fp8_gemm_tt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor,
+                c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None,
+                compiled_dims: str = "mn", disable_ue8m0_cast: bool = False,
+                recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
+    """:func:`fp8_gemm_nt` with A given as ``[K, M]`` (B as in nt); A must be a transposed
+    view of a K-major tensor on SM90."""
+    _fp8_gemm("fp8_gemm_tt", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, True, False)
+
+
+# Upstream's FP8xFP4 entry points: on SM90 only the FP8 x FP8 path exists.
+fp8_fp4_gemm_nt = fp8_gemm_nt
+fp8_fp4_gemm_nn = fp8_gemm_nn
+fp8_fp4_gemm_tn = fp8_gemm_tn
+fp8_fp4_gemm_tt = fp8_gemm_tt

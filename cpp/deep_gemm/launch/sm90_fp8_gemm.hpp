@@ -1,0 +1,178 @@
+// Launcher of the SM90 FP8 GEMM kernels (1D2D and 1D1D): picks a configuration
+// (heuristics/), gets the JIT kernel (deep_jit), builds the tensor maps and
+// launches on torch's current stream. Both caches here make a repeated call a
+// hash-map lookup plus tensor-map encoding: no source generation, hashing or
+// file access on the hot path.
+#pragma once
+
+#include <deep_jit/deep_jit.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <mutex>
+#include <unordered_map>
+
+#include "../heuristics/sm90_fp8_gemm.hpp"
+#include "../runtime/device_runtime.hpp"
+#include "../runtime/jit.hpp"
+
+namespace deep_gemm::launch {
+
+namespace h = deep_gemm::heuristics;
+
+struct Sm90Fp8Problem {
+  bool fp32_out = false;  // 1D1D
+  int m = 0, n = 0, k = 0;
+  int compiled_m = 0, compiled_n = 0, compiled_k = 0;  // 0 = runtime argument
+  int device = 0;
+  // Operands (device pointers) and pitches.
+  const void* a = nullptr;
+  const void* b = nullptr;
+  const void* sfa = nullptr;
+  const void* sfb = nullptr;
+  const void* c = nullptr;  // 1D1D accumulation source (may equal d) or null
+  void* d = nullptr;
+  uint64_t lda_bytes = 0, ldb_bytes = 0, ld_d = 0;  // ld_d in elements
+};
+
+namespace detail {
+
+// Everything that changes the chosen configuration or the compiled kernel.
+struct ConfigKey {
+  bool fp32_out;
+  int m, n, k, compiled_m, compiled_n, compiled_k, num_sms, mult_m, mult_n, device;
+  bool operator==(const ConfigKey&) const = default;
+};
+struct KeyHash {
+  size_t operator()(const ConfigKey& k) const {
+    size_t h = std::hash<int>()(k.m);
+    for (int v : {k.n, k.k, k.compiled_m, k.compiled_n, k.compiled_k, k.num_sms, k.mult_m, k.mult_n, k.device,
+                  int(k.fp32_out)})
+      h = h * 1000003u ^ std::hash<int>()(v);
+    return h;
+  }
+};
+
+inline bool print_configs() {
+  static const bool on = [] {
+    const char* v = std::getenv("DG_PRINT_CONFIGS");
+    return v && *v && std::string(v) != "0";
+  }();
+  return on;
+}
+
+inline h::Sm90Fp8GemmConfig choose_config(const ConfigKey& key, int max_smem) {
+  for (const auto& c : h::rank_sm90_fp8_gemm_configs(key.m, key.n, key.k, key.num_sms, key.fp32_out, max_smem)) {
+    if (c.block_m % key.mult_m == 0 && c.block_n % key.mult_n == 0) return c;
+  }
+  throw std::runtime_error(deep_jit::detail::cat("deep_gemm: no SM90 FP8 GEMM configuration has block sizes that are multiples of (",
+                                                 key.mult_m, ", ", key.mult_n, ") as set_block_size_multiple_of asks"));
+}
+
+inline CUtensorMapDataType tma_dtype(h::Sm90TmaDtype t) {
+  switch (t) {
+    case h::Sm90TmaDtype::kU8: return CU_TENSOR_MAP_DATA_TYPE_UINT8;
+    case h::Sm90TmaDtype::kF32: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    case h::Sm90TmaDtype::kBF16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  }
+  return CU_TENSOR_MAP_DATA_TYPE_UINT8;
+}
+
+inline CUtensorMapSwizzle tma_swizzle(int bytes) {
+  switch (bytes) {
+    case 32: return CU_TENSOR_MAP_SWIZZLE_32B;
+    case 64: return CU_TENSOR_MAP_SWIZZLE_64B;
+    case 128: return CU_TENSOR_MAP_SWIZZLE_128B;
+    default: return CU_TENSOR_MAP_SWIZZLE_NONE;
+  }
+}
+
+inline const void* operand_base(const Sm90Fp8Problem& p, const char* name) {
+  const std::string_view n(name);
+  if (n == "a") return p.a;
+  if (n == "b") return p.b;
+  if (n == "sfa") return p.sfa;
+  if (n == "sfb") return p.sfb;
+  return p.d;
+}
+
+}  // namespace detail
+
+class Sm90Fp8GemmLauncher {
+ public:
+  static Sm90Fp8GemmLauncher& get() {
+    static Sm90Fp8GemmLauncher instance;
+    return instance;
+  }
+
+  void run(const Sm90Fp8Problem& p) {
+    const auto& rt = DeviceRuntime::get();
+    const auto [mult_m, mult_n] = rt.block_size_multiple_of();
+    const detail::ConfigKey ckey{p.fp32_out,  p.m, p.n, p.k, p.compiled_m, p.compiled_n, p.compiled_k,
+                                 rt.num_sms(p.device), mult_m, mult_n, p.device};
+    const Entry& e = entry(ckey, p);
+    launch(e, p);
+  }
+
+ private:
+  struct Entry {
+    h::Sm90Fp8GemmConfig cfg;
+    const deep_jit::Kernel* kernel;
+  };
+
+  const Entry& entry(const detail::ConfigKey& ckey, const Sm90Fp8Problem& p) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = entries_.find(ckey); it != entries_.end()) return it->second;
+    }
+    // Slow path (first call of a shape): choose, generate, compile or load. No lock held
+    // while compiling, so other shapes proceed; deep_jit dedups concurrent builds.
+    const auto& dev = deep_jit::device_info(p.device);
+    check_arg(dev.cc_major == 9, "fp8_gemm_nt", "this kernel needs an SM90 (Hopper) GPU; device ", p.device, " (",
+              dev.name, ") is sm_", dev.cc_major, dev.cc_minor);
+    Entry e{detail::choose_config(ckey, dev.max_shared_optin), nullptr};
+    const std::string name = h::sm90_fp8_gemm_name(e.cfg, p.compiled_m, p.compiled_n, p.compiled_k);
+    const auto& jit = JitContext::get();
+    e.kernel = &deep_jit::Runtime::get().load(
+        jit.source(name, h::sm90_fp8_gemm_source(e.cfg, p.compiled_m, p.compiled_n, p.compiled_k), "dg_entry"), p.device);
+    if (detail::print_configs())
+      std::fprintf(stderr, "deep_gemm: %s m=%d n=%d k=%d -> block %dx%d, %d stages, cluster %d, grid %d, smem %d B\n",
+                   p.fp32_out ? "fp8_gemm 1D1D" : "fp8_gemm 1D2D", p.m, p.n, p.k, e.cfg.block_m, e.cfg.block_n,
+                   e.cfg.stages, e.cfg.cluster, e.cfg.grid_x, e.cfg.smem_bytes);
+    std::lock_guard<std::mutex> lock(mu_);
+    return entries_.try_emplace(ckey, e).first->second;
+  }
+
+  static void launch(const Entry& e, const Sm90Fp8Problem& p) {
+    const auto specs = h::sm90_fp8_gemm_tensor_maps(e.cfg, p.m, p.n, p.k, p.lda_bytes, p.ldb_bytes, p.ld_d);
+    CUtensorMap maps[4];
+    for (size_t i = 0; i < 4; ++i) {
+      const auto& s = specs[i];
+      maps[i] = deep_jit::make_tensor_map_2d(detail::operand_base(p, s.operand), detail::tma_dtype(s.dtype),
+                                             s.inner_elems, s.outer_elems, s.outer_stride_bytes, s.box_inner,
+                                             s.box_outer, detail::tma_swizzle(s.swizzle_bytes));
+    }
+    deep_jit::LaunchConfig lc;
+    lc.grid[0] = static_cast<unsigned>(e.cfg.grid_x);
+    lc.block[0] = static_cast<unsigned>(e.cfg.num_threads);
+    lc.shared_bytes = static_cast<unsigned>(e.cfg.smem_bytes);
+    lc.cluster_dim = static_cast<unsigned>(e.cfg.cluster);
+    lc.pdl = DeviceRuntime::get().pdl();
+    const auto m = static_cast<uint32_t>(p.m), n = static_cast<uint32_t>(p.n), k = static_cast<uint32_t>(p.k);
+    if (p.fp32_out) {
+      const auto* c = static_cast<const float*>(p.c);
+      auto* d = static_cast<float*>(p.d);
+      const auto ld_d = static_cast<uint32_t>(p.ld_d);
+      deep_jit::launch(*e.kernel, lc, m, n, k, c, d, ld_d, maps[0], maps[1], maps[2], maps[3]);
+    } else {
+      const auto* sfb = static_cast<const float*>(p.sfb);
+      deep_jit::launch(*e.kernel, lc, m, n, k, sfb, maps[0], maps[1], maps[2], maps[3]);
+    }
+  }
+
+  std::mutex mu_;
+  std::unordered_map<detail::ConfigKey, Entry, detail::KeyHash> entries_;
+};
+
+}  // namespace deep_gemm::launch

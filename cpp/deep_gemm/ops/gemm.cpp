@@ -1,0 +1,134 @@
+// Ops: dense FP8 GEMM (API.md P0). One op, `fp8_gemm_nt`; the nn/tn/tt forms
+// and the (tensor, scale) pairs, recipes and scale-layout conversion are views
+// and conveniences in deep_gemm/_C.py. The output dtype picks the kernel:
+//   d bf16  -> 1D2D: SFA 1x128 per token, SFB 128x128 per block, c must be None
+//   d fp32  -> 1D1D: SFA and SFB 1x128, d = c + A @ B^T (c may be d itself)
+#include <torch/csrc/stable/library.h>
+
+#include <optional>
+#include <string>
+
+#include "../launch/sm90_fp8_gemm.hpp"
+#include "../torch/tensor_checks.hpp"
+
+namespace deep_gemm::ops {
+namespace {
+
+constexpr const char* kOp = "fp8_gemm_nt";
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t align4(int64_t a) { return (a + 3) / 4 * 4; }
+
+struct CompiledDims {
+  bool m = false, n = false, k = false;
+};
+
+CompiledDims parse_compiled_dims(const std::string& dims) {
+  CompiledDims out;
+  for (char ch : dims) {
+    check_arg(ch == 'm' || ch == 'n' || ch == 'k', kOp, "compiled_dims may only contain 'm', 'n' and 'k', got '",
+              dims, "'");
+    (ch == 'm' ? out.m : ch == 'n' ? out.n : out.k) = true;
+  }
+  if (DeviceRuntime::get().ignore_compile_dims()) out = {};
+  return out;
+}
+
+// Scale factors the kernels read through TMA: fp32, MN-major, each column
+// padded to a multiple of 4 rows (16 bytes). deep_gemm/_C.py converts other
+// layouts; direct callers of the op get this error instead.
+void check_mn_major_sf(const ArgChecker& chk, const Tensor& sf, const char* name, int64_t mn, int64_t k_blocks) {
+  chk.dtype({sf, name}, ScalarType::Float);
+  chk.dim({sf, name}, 2);
+  chk.size({sf, name}, 0, mn, "rows of the operand");
+  chk.size({sf, name}, 1, k_blocks, "ceil(K / 128)");
+  check_arg((sf.stride(0) == 1 || mn == 1) && (sf.stride(1) == align4(mn) || k_blocks == 1), kOp, name,
+            " must be MN-major and TMA-aligned (strides (1, ", align4(mn), ")), got strides ", stride_str(sf),
+            "; convert it with deep_gemm.transform_sf_into_required_layout or get_mn_major_tma_aligned_tensor");
+}
+
+void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::optional<Tensor> c, std::string compiled_dims) {
+  const ArgChecker chk(kOp);
+  chk.dim({a, "a"}, 2);
+  chk.dim({b, "b"}, 2);
+  chk.dim({d, "d"}, 2);
+  chk.dtype({a, "a"}, ScalarType::Float8_e4m3fn);
+  chk.dtype({b, "b"}, ScalarType::Float8_e4m3fn);
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(0);
+  chk.size({b, "b"}, 1, k, "K, from a.shape[1]");
+  chk.size({d, "d"}, 0, m, "M, from a.shape[0]");
+  chk.size({d, "d"}, 1, n, "N, from b.shape[0]");
+  check_arg(k > 0 && k % 128 == 0, kOp, "K must be a positive multiple of 128 on SM90, got K = ", k);
+  check_arg(m < (int64_t(1) << 31) && n < (int64_t(1) << 31), kOp, "M and N must be below 2^31, got ", m, " x ", n);
+  const bool fp32_out = d.scalar_type() == ScalarType::Float;
+  check_arg(fp32_out || d.scalar_type() == ScalarType::BFloat16, kOp,
+            "d must be torch.bfloat16 (1D2D kernel) or torch.float32 (1D1D kernel, accumulating into c), got ",
+            dtype_name(d.scalar_type()));
+  const int64_t k_blocks = k / 128;
+  check_mn_major_sf(chk, sfa, "sfa", m, k_blocks);
+  if (fp32_out) {
+    check_mn_major_sf(chk, sfb, "sfb", n, k_blocks);
+  } else {
+    check_arg(!c.has_value(), kOp, "c (accumulation) needs an fp32 d and 1x128 scales for B (recipe (1, 1, 128)); "
+              "d is torch.bfloat16");
+    chk.dtype({sfb, "sfb"}, ScalarType::Float);
+    chk.dim({sfb, "sfb"}, 2);
+    chk.size({sfb, "sfb"}, 0, ceil_div(n, 128), "ceil(N / 128): one scale per 128x128 block of B");
+    chk.size({sfb, "sfb"}, 1, k_blocks, "ceil(K / 128)");
+    check_arg(sfb.is_contiguous(), kOp, "sfb must be contiguous (row-major), got strides ", stride_str(sfb));
+  }
+  if (c.has_value()) {
+    chk.dtype({*c, "c"}, ScalarType::Float);
+    chk.dim({*c, "c"}, 2);
+    chk.size({*c, "c"}, 0, m, "M");
+    chk.size({*c, "c"}, 1, n, "N");
+    check_arg(c->stride(1) == 1 && c->stride(0) == d.stride(0), kOp, "c must have d's layout (row-major, row stride ",
+              d.stride(0), "), got strides ", stride_str(*c));
+  }
+  chk.same_cuda_device({{a, "a"}, {sfa, "sfa"}, {b, "b"}, {sfb, "sfb"}, {d, "d"}});
+  if (c.has_value()) chk.same_cuda_device({{a, "a"}, {*c, "c"}});
+  chk.inner_contiguous({a, "a"}, "K-major (SM90 FP8 wgmma reads K-major A; transposed layouts are not supported)");
+  chk.inner_contiguous({b, "b"}, "K-major (SM90 FP8 wgmma reads K-major B; transposed layouts are not supported)");
+  chk.inner_contiguous({d, "d"}, "row-major");
+  chk.tma_aligned({a, "a"});
+  chk.tma_aligned({b, "b"});
+  chk.tma_aligned({d, "d"});
+  if (fp32_out) check_arg(d.stride(0) % 2 == 0, kOp, "d's row stride must be even for fp32 output, got ", d.stride(0));
+  chk.no_overlap({d, "d"}, {{a, "a"}, {b, "b"}, {sfa, "sfa"}, {sfb, "sfb"}});
+  if (c.has_value() && c->data_ptr() != d.data_ptr()) chk.no_overlap({d, "d"}, {{*c, "c"}});
+
+  if (is_meta(d) || m == 0 || n == 0) return;  // shape-only run, or nothing to compute
+
+  const CompiledDims cd = parse_compiled_dims(compiled_dims);
+  launch::Sm90Fp8Problem p;
+  p.fp32_out = fp32_out;
+  p.m = static_cast<int>(m);
+  p.n = static_cast<int>(n);
+  p.k = static_cast<int>(k);
+  p.compiled_m = cd.m ? p.m : 0;
+  p.compiled_n = cd.n ? p.n : 0;
+  p.compiled_k = cd.k ? p.k : 0;
+  p.device = a.get_device_index();
+  p.a = a.data_ptr();
+  p.b = b.data_ptr();
+  p.sfa = sfa.data_ptr();
+  p.sfb = sfb.data_ptr();
+  p.c = c.has_value() ? c->data_ptr() : nullptr;
+  p.d = d.data_ptr();
+  p.lda_bytes = static_cast<uint64_t>(a.stride(0));
+  p.ldb_bytes = static_cast<uint64_t>(b.stride(0));
+  p.ld_d = static_cast<uint64_t>(d.stride(0));
+  launch::Sm90Fp8GemmLauncher::get().run(p);
+}
+
+}  // namespace
+}  // namespace deep_gemm::ops
+
+STABLE_TORCH_LIBRARY_FRAGMENT(deep_gemm, m) {
+  m.def("fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor? c=None, "
+        "str compiled_dims=\"nk\") -> ()");
+}
+
+STABLE_TORCH_LIBRARY_IMPL(deep_gemm, CompositeExplicitAutograd, m) {
+  m.impl("fp8_gemm_nt", TORCH_BOX(&deep_gemm::ops::fp8_gemm_nt));
+}

@@ -1,0 +1,121 @@
+// Argument checks shared by the ops: each failure names the op, the argument,
+// what was expected and what was given (DESIGN.md 7). Checks that need real
+// memory (alignment, overlap) are skipped for meta tensors.
+#pragma once
+
+#include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/core/ScalarType.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "errors.hpp"
+
+namespace deep_gemm {
+
+using torch::stable::Tensor;
+using ScalarType = torch::headeronly::ScalarType;
+
+inline const char* dtype_name(ScalarType t) {
+  switch (t) {
+    case ScalarType::Float8_e4m3fn: return "torch.float8_e4m3fn";
+    case ScalarType::Float8_e5m2: return "torch.float8_e5m2";
+    case ScalarType::BFloat16: return "torch.bfloat16";
+    case ScalarType::Half: return "torch.float16";
+    case ScalarType::Float: return "torch.float32";
+    case ScalarType::Double: return "torch.float64";
+    case ScalarType::Int: return "torch.int32";
+    case ScalarType::Long: return "torch.int64";
+    case ScalarType::Byte: return "torch.uint8";
+    default: return "another dtype";
+  }
+}
+
+inline std::string shape_str(const Tensor& t) {
+  std::string s = "[";
+  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
+  return s + "]";
+}
+
+inline std::string stride_str(const Tensor& t) {
+  std::string s = "(";
+  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.stride(i));
+  return s + ")";
+}
+
+inline bool is_meta(const Tensor& t) { return t.device().type() == torch::headeronly::DeviceType::Meta; }
+
+struct TensorArg {
+  const Tensor& t;
+  const char* name;
+};
+
+class ArgChecker {
+ public:
+  explicit ArgChecker(const char* op) : op_(op) {}
+
+  void dtype(TensorArg a, ScalarType expected) const {
+    check_arg(a.t.scalar_type() == expected, op_, a.name, " must be ", dtype_name(expected), ", got ",
+              dtype_name(a.t.scalar_type()));
+  }
+  void dim(TensorArg a, int64_t expected) const {
+    check_arg(a.t.dim() == expected, op_, a.name, " must be ", expected, "-D, got shape ", shape_str(a.t));
+  }
+  void size(TensorArg a, int64_t d, int64_t expected, const char* what) const {
+    check_arg(a.t.size(d) == expected, op_, a.name, ".shape[", d, "] must be ", expected, " (", what, "), got shape ",
+              shape_str(a.t));
+  }
+  // All tensors on one CUDA device (or all meta, for fake/meta runs).
+  void same_cuda_device(std::initializer_list<TensorArg> args) const {
+    const TensorArg& first = *args.begin();
+    const bool meta = is_meta(first.t);
+    for (const auto& a : args) {
+      if (meta) {
+        check_arg(is_meta(a.t), op_, a.name, " is not a meta tensor while ", first.name, " is");
+        continue;
+      }
+      check_arg(a.t.is_cuda(), op_, a.name, " must be a CUDA tensor, got a tensor on ",
+                a.t.is_cpu() ? "the CPU" : "a non-CUDA device");
+      check_arg(a.t.get_device_index() == first.t.get_device_index(), op_, a.name, " is on cuda:",
+                static_cast<int>(a.t.get_device_index()), " but ", first.name, " is on cuda:",
+                static_cast<int>(first.t.get_device_index()));
+    }
+  }
+  void inner_contiguous(TensorArg a, const char* why) const {
+    check_arg(a.t.stride(a.t.dim() - 1) == 1 || a.t.size(a.t.dim() - 1) == 1, op_, a.name, " must be ", why,
+              " (last dimension contiguous), got shape ", shape_str(a.t), " with strides ", stride_str(a.t));
+  }
+  // TMA: base 16-byte aligned, every outer stride a multiple of 16 bytes.
+  void tma_aligned(TensorArg a) const {
+    const int64_t es = static_cast<int64_t>(a.t.element_size());
+    for (int64_t d = 0; d + 1 < a.t.dim(); ++d)
+      check_arg(a.t.size(d) <= 1 || (a.t.stride(d) * es) % 16 == 0, op_, a.name, ".stride(", d, ") * ", es,
+                " bytes must be a multiple of 16 for TMA, got strides ", stride_str(a.t));
+    if (is_meta(a.t)) return;
+    check_arg(reinterpret_cast<uintptr_t>(a.t.data_ptr()) % 16 == 0, op_, a.name,
+              "'s data pointer must be 16-byte aligned for TMA (a sliced view may break this)");
+  }
+  // `out` must not share memory with any input (results would depend on timing).
+  void no_overlap(TensorArg out, std::initializer_list<TensorArg> inputs) const {
+    if (is_meta(out.t)) return;
+    const auto [lo, hi] = byte_range(out.t);
+    for (const auto& in : inputs) {
+      const auto [ilo, ihi] = byte_range(in.t);
+      check_arg(hi <= ilo || ihi <= lo, op_, out.name, " overlaps ", in.name, " in memory; the output must not alias an input");
+    }
+  }
+
+ private:
+  static std::pair<uintptr_t, uintptr_t> byte_range(const Tensor& t) {
+    const auto base = reinterpret_cast<uintptr_t>(t.data_ptr());
+    if (t.numel() == 0) return {base, base};
+    int64_t extent = 1;
+    for (int64_t d = 0; d < t.dim(); ++d) extent += (t.size(d) - 1) * t.stride(d);
+    return {base, base + static_cast<uintptr_t>(extent) * t.element_size()};
+  }
+
+  const char* op_;
+};
+
+}  // namespace deep_gemm
