@@ -100,6 +100,7 @@ inline double sm90_fp8_multicast_fraction(int num_m, int num_n, int group_n) {
 //   tensor:  m64nNk32 fp8 wgmma ~ max(N/2, 16) clk on an SM, warpgroups share the tensor
 //            cores; a warpgroup also promotes (N/2 FMA per thread) and syncs (~60 clk)
 //            after its own wgmmas, which the other warpgroup's wgmmas hide.
+//   smem:    wgmma operand reads ~128 B/clk per SM (each warpgroup reads all of B).
 //   loads:   L2 -> SM ~64 B/clk per SM; multicast halves A for the pairs that share it.
 //   tiles:   waves of grid_x tiles, ~400 clk of epilogue per tile, ~1500 clk of fill.
 //   DRAM:    ~2150 B/clk for the whole GPU (4.3 TB/s at ~2 GHz), a floor.
@@ -110,7 +111,9 @@ inline double sm90_fp8_estimate_cycles(const Sm90Fp8GemmConfig& c, int m, int n,
     const int num_wg = c.block_m / 64;
     const double wgmma = 4.0 * std::max(c.block_n / 2.0, 16.0);
     const double per_wg = wgmma + c.block_n / 2.0 + 60.0;
-    const double compute = std::max(num_wg * wgmma, per_wg);
+    // Shared memory feeds wgmma ~128 B/clk: every warpgroup reads its A rows and all of B.
+    const double smem_read = num_wg * (64.0 + c.block_n) * 128.0 / 128.0;
+    const double compute = std::max({num_wg * wgmma, per_wg, smem_read});
     const double mc = c.cluster == 2 ? sm90_fp8_multicast_fraction(num_m, num_n, c.group_n) : 0.0;
     const double a_rows = c.block_m * (1.0 - 0.5 * mc);
     const double load = (a_rows + c.block_n) * 128.0 / 64.0;

@@ -99,6 +99,18 @@ inline const void* operand_base(const Sm90Fp8Problem& p, const char* name) {
 
 }  // namespace detail
 
+// The kernel source for a problem, as the launcher would build it on a device
+// with `num_sms` SMs and `max_smem` bytes of opt-in shared memory. Used by the
+// launcher and by `python -m deep_gemm.warmup` (which needs no GPU).
+inline std::pair<h::Sm90Fp8GemmConfig, deep_jit::KernelSource> sm90_fp8_kernel_source(const detail::ConfigKey& key,
+                                                                                       int max_smem) {
+  const auto cfg = detail::choose_config(key, max_smem);
+  const std::string name = h::sm90_fp8_gemm_name(cfg, key.compiled_m, key.compiled_n, key.compiled_k);
+  auto src = JitContext::get().source(name, h::sm90_fp8_gemm_source(cfg, key.compiled_m, key.compiled_n, key.compiled_k),
+                                      "dg_entry");
+  return {cfg, std::move(src)};
+}
+
 class Sm90Fp8GemmLauncher {
  public:
   static Sm90Fp8GemmLauncher& get() {
@@ -131,11 +143,8 @@ class Sm90Fp8GemmLauncher {
     const auto& dev = deep_jit::device_info(p.device);
     check_arg(dev.cc_major == 9, "fp8_gemm_nt", "this kernel needs an SM90 (Hopper) GPU; device ", p.device, " (",
               dev.name, ") is sm_", dev.cc_major, dev.cc_minor);
-    Entry e{detail::choose_config(ckey, dev.max_shared_optin), nullptr};
-    const std::string name = h::sm90_fp8_gemm_name(e.cfg, p.compiled_m, p.compiled_n, p.compiled_k);
-    const auto& jit = JitContext::get();
-    e.kernel = &deep_jit::Runtime::get().load(
-        jit.source(name, h::sm90_fp8_gemm_source(e.cfg, p.compiled_m, p.compiled_n, p.compiled_k), "dg_entry"), p.device);
+    auto [cfg, src] = sm90_fp8_kernel_source(ckey, dev.max_shared_optin);
+    Entry e{cfg, &deep_jit::Runtime::get().load(src, p.device)};
     if (detail::print_configs())
       std::fprintf(stderr, "deep_gemm: %s m=%d n=%d k=%d -> block %dx%d, %d stages, cluster %d, grid %d, smem %d B\n",
                    p.fp32_out ? "fp8_gemm 1D1D" : "fp8_gemm 1D2D", p.m, p.n, p.k, e.cfg.block_m, e.cfg.block_n,

@@ -49,6 +49,7 @@ void check_mn_major_sf(const ArgChecker& chk, const Tensor& sf, const char* name
 
 void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::optional<Tensor> c, std::string compiled_dims) {
   const ArgChecker chk(kOp);
+  const CompiledDims cd = parse_compiled_dims(compiled_dims);
   chk.dim({a, "a"}, 2);
   chk.dim({b, "b"}, 2);
   chk.dim({d, "d"}, 2);
@@ -85,8 +86,6 @@ void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::opti
     check_arg(c->stride(1) == 1 && c->stride(0) == d.stride(0), kOp, "c must have d's layout (row-major, row stride ",
               d.stride(0), "), got strides ", stride_str(*c));
   }
-  chk.same_cuda_device({{a, "a"}, {sfa, "sfa"}, {b, "b"}, {sfb, "sfb"}, {d, "d"}});
-  if (c.has_value()) chk.same_cuda_device({{a, "a"}, {*c, "c"}});
   chk.inner_contiguous({a, "a"}, "K-major (SM90 FP8 wgmma reads K-major A; transposed layouts are not supported)");
   chk.inner_contiguous({b, "b"}, "K-major (SM90 FP8 wgmma reads K-major B; transposed layouts are not supported)");
   chk.inner_contiguous({d, "d"}, "row-major");
@@ -96,10 +95,11 @@ void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::opti
   if (fp32_out) check_arg(d.stride(0) % 2 == 0, kOp, "d's row stride must be even for fp32 output, got ", d.stride(0));
   chk.no_overlap({d, "d"}, {{a, "a"}, {b, "b"}, {sfa, "sfa"}, {sfb, "sfb"}});
   if (c.has_value() && c->data_ptr() != d.data_ptr()) chk.no_overlap({d, "d"}, {{*c, "c"}});
+  chk.same_cuda_device({{a, "a"}, {sfa, "sfa"}, {b, "b"}, {sfb, "sfb"}, {d, "d"}});
+  if (c.has_value()) chk.same_cuda_device({{a, "a"}, {*c, "c"}});
 
   if (is_meta(d) || m == 0 || n == 0) return;  // shape-only run, or nothing to compute
 
-  const CompiledDims cd = parse_compiled_dims(compiled_dims);
   launch::Sm90Fp8Problem p;
   p.fp32_out = fp32_out;
   p.m = static_cast<int>(m);
@@ -121,14 +121,31 @@ void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::opti
   launch::Sm90Fp8GemmLauncher::get().run(p);
 }
 
+// Compiles (no GPU needed) the kernel fp8_gemm_nt would use for this shape on a
+// GPU with `num_sms` SMs; returns "<kernel name>\t<cubin path>". For warmup.
+std::string fp8_gemm_build(int64_t m, int64_t n, int64_t k, bool fp32_out, int64_t num_sms, std::string compiled_dims) {
+  constexpr const char* op = "fp8_gemm_build";
+  check_arg(m > 0 && n > 0 && k > 0 && k % 128 == 0, op, "need M, N > 0 and K a positive multiple of 128, got ", m,
+            " x ", n, " x ", k);
+  check_arg(num_sms > 0 && num_sms <= 1024, op, "num_sms must be in [1, 1024], got ", num_sms);
+  const CompiledDims cd = parse_compiled_dims(compiled_dims);
+  const auto [mult_m, mult_n] = DeviceRuntime::get().block_size_multiple_of();
+  const launch::detail::ConfigKey key{fp32_out, int(m), int(n), int(k), cd.m ? int(m) : 0, cd.n ? int(n) : 0,
+                                      cd.k ? int(k) : 0, int(num_sms), mult_m, mult_n, 0};
+  auto [cfg, src] = launch::sm90_fp8_kernel_source(key, heuristics::kSm90MaxSmemBytes);
+  return src.name + "\t" + deep_jit::Runtime::get().build(src);
+}
+
 }  // namespace
 }  // namespace deep_gemm::ops
 
 STABLE_TORCH_LIBRARY_FRAGMENT(deep_gemm, m) {
   m.def("fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor? c=None, "
         "str compiled_dims=\"nk\") -> ()");
+  m.def("fp8_gemm_build(int m, int n, int k, bool fp32_out, int num_sms, str compiled_dims) -> str");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(deep_gemm, CompositeExplicitAutograd, m) {
   m.impl("fp8_gemm_nt", TORCH_BOX(&deep_gemm::ops::fp8_gemm_nt));
+  m.impl("fp8_gemm_build", TORCH_BOX(&deep_gemm::ops::fp8_gemm_build));
 }

@@ -1,0 +1,66 @@
+"""Compile kernels into the JIT cache ahead of time, without a GPU.
+
+    python -m deep_gemm.warmup --num-sms 132 --suite fp8
+    python -m deep_gemm.warmup --num-sms 132 --shape 4096,7168,16384 --shape 128,2112,7168:fp32
+
+For deployment images and CI: the kernels land in DG_JIT_CACHE_DIR exactly as
+the first call on a GPU with that many SMs would compile them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+# The nine dense FP8 shapes of BENCH.md (M, N, K).
+FP8_SUITE = [(m, n, k) for m in (128, 4096) for (n, k) in ((2112, 7168), (24576, 1536), (7168, 16384), (4096, 7168))]
+FP8_SUITE.append((4096, 7168, 2048))
+
+
+def _parse_shape(text: str) -> tuple[int, int, int, bool]:
+    spec, _, kind = text.partition(":")
+    try:
+        m, n, k = (int(x) for x in spec.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"shape must be M,N,K or M,N,K:fp32, got {text!r}") from None
+    if kind not in ("", "bf16", "fp32"):
+        raise argparse.ArgumentTypeError(f"output kind must be bf16 or fp32, got {kind!r}")
+    return m, n, k, kind == "fp32"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m deep_gemm.warmup", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--arch", default="sm_90a", help="target architecture (only sm_90a is supported)")
+    ap.add_argument("--num-sms", type=int, required=True, help="SM count of the target GPU (132 on H100/H200 SXM)")
+    ap.add_argument("--suite", choices=["fp8"], action="append", default=[], help="a benchmark suite's shapes")
+    ap.add_argument("--shape", type=_parse_shape, action="append", default=[], help="M,N,K[:fp32]")
+    ap.add_argument("--compiled-dims", default="nk")
+    args = ap.parse_args(argv)
+    if args.arch != "sm_90a":
+        ap.error(f"only sm_90a kernels exist in this release, got --arch {args.arch}")
+    shapes = list(args.shape)
+    if "fp8" in args.suite:
+        shapes += [(m, n, k, False) for (m, n, k) in FP8_SUITE]
+    if not shapes:
+        ap.error("nothing to compile: give --suite and/or --shape")
+
+    import torch
+
+    import deep_gemm  # noqa: F401  (loads the ops)
+
+    seen = set()
+    t_all = time.perf_counter()
+    for m, n, k, fp32 in shapes:
+        t0 = time.perf_counter()
+        name, path = torch.ops.deep_gemm.fp8_gemm_build(m, n, k, fp32, args.num_sms, args.compiled_dims).split("\t")
+        status = "cached" if name in seen else f"{time.perf_counter() - t0:6.2f} s"
+        seen.add(name)
+        print(f"{m:>6} x {n:>6} x {k:>6} {'fp32' if fp32 else 'bf16'}  {status}  {name}  {path}", flush=True)
+    print(f"warmup: {len(seen)} kernels for {len(shapes)} shapes in {time.perf_counter() - t_all:.1f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

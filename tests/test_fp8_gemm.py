@@ -1,0 +1,214 @@
+"""fp8_gemm_nt family: argument validation (CPU and meta tensors, no GPU needed)
+and correctness on an SM90 GPU against a float reference on fresh random data,
+with the output poisoned first."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import deep_gemm
+from deep_gemm.testing import calc_diff
+from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
+
+FP8 = torch.float8_e4m3fn
+
+
+def _operands(m, n, k, device, fp32_out=False):
+    a = torch.empty(m, k, dtype=FP8, device=device)
+    sfa = torch.empty(m, k // 128, device=device)
+    b = torch.empty(n, k, dtype=FP8, device=device)
+    sfb = torch.empty(n if fp32_out else (n + 127) // 128, k // 128, device=device)
+    d = torch.empty(m, n, dtype=torch.float32 if fp32_out else torch.bfloat16, device=device)
+    return a, sfa, b, sfb, d
+
+
+# ---- validation (CI) ---------------------------------------------------------------
+
+BAD_CASES = {
+    "cpu tensors": (lambda a, sfa, b, sfb, d: deep_gemm.fp8_gemm_nt((a, sfa), (b, sfb), d), "must be a CUDA tensor"),
+    "a dtype": (lambda a, sfa, b, sfb, d: deep_gemm.fp8_gemm_nt((a.view(torch.uint8), sfa), (b, sfb), d),
+                "a must be torch.float8_e4m3fn, got torch.uint8"),
+    "sfa dtype": (lambda a, sfa, b, sfb, d: deep_gemm.fp8_gemm_nt((a, sfa.double()), (b, sfb), d),
+                  "sfa must be torch.float32"),
+    "k mismatch": (lambda a, sfa, b, sfb, d: deep_gemm.fp8_gemm_nt((a, sfa), (b[:, :128].contiguous(), sfb), d),
+                   r"b.shape\[1\] must be 256"),
+    "m mismatch": (lambda a, sfa, b, sfb, d: deep_gemm.fp8_gemm_nt((a, sfa), (b, sfb), d[:64]), r"d.shape\[0\] must be 128"),
+    "n mismatch": (lambda a, sfa, b, sfb, d: deep_gemm.fp8_gemm_nt((a, sfa), (b[:128], sfb), d), r"d.shape\[1\] must be 128"),
+    "sfb shape": (lambda a, sfa, b, sfb, d: deep_gemm.fp8_gemm_nt((a, sfa), (b, sfb[:1]), d), r"sfb.shape\[0\] must be 2"),
+    "d dtype": (lambda a, sfa, b, sfb, d: deep_gemm.fp8_gemm_nt((a, sfa), (b, sfb), d.half()),
+                "d must be torch.bfloat16 .* or torch.float32"),
+    "c with bf16 d": (lambda a, sfa, b, sfb, d: deep_gemm.fp8_gemm_nt((a, sfa), (b, sfb), d, c=d.float()),
+                      r"recipe \(1, 1, 128\) accumulates into an fp32 d|c \(accumulation\) needs an fp32 d"),
+    "bad recipe": (lambda a, sfa, b, sfb, d: deep_gemm.fp8_gemm_nt((a, sfa), (b, sfb), d, recipe=(1, 64, 128)),
+                   "SM90 supports recipe"),
+    "not a pair": (lambda a, sfa, b, sfb, d: deep_gemm.fp8_gemm_nt(a, (b, sfb), d), "must be a pair"),
+    "compiled_dims": (lambda a, sfa, b, sfb, d: deep_gemm.fp8_gemm_nt((a, sfa), (b, sfb), d, compiled_dims="nx"),
+                      "compiled_dims may only contain"),
+    "nn with K-major b": (lambda a, sfa, b, sfb, d: deep_gemm.fp8_gemm_nn((a, sfa), (b, sfb), d), "must be K-major"),
+    "tn with K-major a": (lambda a, sfa, b, sfb, d: deep_gemm.fp8_gemm_tn((a, sfa), (b.t(), sfb.t()), d),
+                          "must be K-major|shape"),
+    "k not multiple of 128": (lambda a, sfa, b, sfb, d: deep_gemm.fp8_gemm_nt(
+        (a[:, :192], sfa[:, :2]), (b[:, :192], sfb[:, :2]), d), "K must be a positive multiple of 128"),
+}
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+@pytest.mark.parametrize("case", sorted(BAD_CASES))
+def test_bad_input_raises_clearly(case, device):
+    fn, pattern = BAD_CASES[case]
+    if device == "meta" and case == "cpu tensors":
+        pytest.skip("meta tensors are valid for shape-only runs")
+    a, sfa, b, sfb, d = _operands(128, 256, 256, device)
+    with pytest.raises((RuntimeError, ValueError, TypeError), match=pattern):
+        fn(a, sfa, b, sfb, d)
+
+
+def test_meta_run_checks_shapes_without_launching():
+    a, sfa, b, sfb, d = _operands(300, 2112, 7168, "meta")
+    deep_gemm.fp8_gemm_nt((a, sfa), (b, sfb), d)  # accepted, nothing to launch
+
+
+def test_misaligned_strides_and_non_k_major_on_meta():
+    a, sfa, b, sfb, d = _operands(128, 256, 256, "meta")
+    wide = torch.empty(128, 264, dtype=FP8, device="meta")[:, :256]  # row pitch 264 bytes: not a multiple of 16
+    with pytest.raises(RuntimeError, match=r"stride\(0\) \* 1 bytes must be a multiple of 16"):
+        deep_gemm.fp8_gemm_nt((wide, sfa), (b, sfb), d)
+    with pytest.raises(RuntimeError, match="must be K-major"):
+        deep_gemm.fp8_gemm_nt((torch.empty(256, 128, dtype=FP8, device="meta").t(), sfa), (b, sfb), d)
+
+
+def test_raw_op_wants_prepared_scale_layout():
+    a, sfa, b, sfb, d = _operands(130, 256, 256, "meta")
+    with pytest.raises(RuntimeError, match="MN-major and TMA-aligned"):
+        torch.ops.deep_gemm.fp8_gemm_nt(a, sfa, b, sfb, d, None, "nk")
+
+
+def test_opcheck_on_meta():
+    a, sfa, b, sfb, d = _operands(256, 384, 512, "meta")
+    sfa = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
+    torch.library.opcheck(torch.ops.deep_gemm.fp8_gemm_nt.default, (a, sfa, b, sfb, d, None, "nk"))
+    a, sfa, b, sfb, d = _operands(256, 384, 512, "meta", fp32_out=True)
+    sfa, sfb = deep_gemm.get_mn_major_tma_aligned_tensor(sfa), deep_gemm.get_mn_major_tma_aligned_tensor(sfb)
+    torch.library.opcheck(torch.ops.deep_gemm.fp8_gemm_nt.default, (a, sfa, b, sfb, d, d.clone(), "nk"))
+
+
+def test_mn_major_layout_helper_on_cpu():
+    sf = torch.randn(130, 7)
+    out = deep_gemm.get_mn_major_tma_aligned_tensor(sf)
+    assert out.stride() == (1, 132) and torch.equal(out, sf)
+    assert deep_gemm.get_mn_major_tma_aligned_tensor(out) is out
+    g = torch.randn(3, 6, 5)
+    og = deep_gemm.get_mn_major_tma_aligned_tensor(g)
+    assert og.stride() == (40, 1, 8) and torch.equal(og, g)
+    blk = torch.randn(4, 7).t()
+    assert deep_gemm.transform_sf_into_required_layout(blk, 7 * 128, 4 * 128, (128, 128)).is_contiguous()
+    with pytest.raises(ValueError, match="must have shape"):
+        deep_gemm.transform_sf_into_required_layout(sf, 100, 7 * 128, (1, 128, 128), is_sfa=True)
+
+
+# ---- correctness (GPU) -------------------------------------------------------------
+
+M_SET = [1, 7, 128, 129, 4096, 4097]
+NK_SET = [(2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
+
+
+def _quantized(m, n, k, fp32_out=False):
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    y = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    a, sfa = per_token_cast_to_fp8(x, use_ue8m0=False)
+    b, sfb = per_token_cast_to_fp8(y, use_ue8m0=False) if fp32_out else per_block_cast_to_fp8(y, use_ue8m0=False)
+    return (a, sfa), (b, sfb)
+
+
+def _dequant_a(a, sfa):
+    return a.float() * sfa.repeat_interleave(128, dim=1)[:, : a.shape[1]]
+
+
+def _dequant_b_block(b, sfb):
+    s = sfb.repeat_interleave(128, dim=0).repeat_interleave(128, dim=1)
+    return b.float() * s[: b.shape[0], : b.shape[1]]
+
+
+def _reference(a, b, fp32_out):
+    ref_b = _dequant_a(*b) if fp32_out else _dequant_b_block(*b)
+    return _dequant_a(*a) @ ref_b.t()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,k", NK_SET)
+@pytest.mark.parametrize("m", M_SET)
+def test_fp8_gemm_nt_1d2d_matches_reference(m, n, k):
+    torch.manual_seed(m * 31 + n + k)
+    a, b = _quantized(m, n, k)
+    guard = 256
+    buf = torch.full((m * n + 2 * guard,), float("nan"), device="cuda", dtype=torch.bfloat16)
+    d = buf[guard: guard + m * n].view(m, n)
+    deep_gemm.fp8_gemm_nt(a, b, d)
+    torch.cuda.synchronize()
+    assert not d.isnan().any(), "some outputs were not written"
+    assert buf[:guard].isnan().all() and buf[guard + m * n:].isnan().all(), "wrote outside d"
+    ref = _reference(a, b, fp32_out=False)
+    diff = calc_diff(d, ref)
+    assert diff < 1e-3, f"calc_diff {diff:.2e}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k", [(129, 2112, 7168), (4096, 7168, 2048), (7, 576, 7168)])
+def test_fp8_gemm_1d1d_accumulates(m, n, k):
+    torch.manual_seed(7)
+    a, b = _quantized(m, n, k, fp32_out=True)
+    c = torch.randn(m, n, device="cuda")
+    d = torch.full((m, n), float("nan"), device="cuda")
+    deep_gemm.fp8_gemm_nt(a, b, d, c=c, recipe=(1, 1, 128))
+    ref = _reference(a, b, fp32_out=True) + c
+    assert calc_diff(d, ref) < 1e-3
+    # In place: d = d + A @ B^T
+    d2 = c.clone()
+    deep_gemm.fp8_gemm_nt(a, b, d2, c=d2, recipe=(1, 1, 128))
+    assert calc_diff(d2, ref) < 1e-3
+
+
+@pytest.mark.gpu
+def test_fp8_gemm_is_deterministic_and_graph_capturable():
+    m, n, k = 4096, 7168, 2048
+    a, b = _quantized(m, n, k)
+    d1 = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    d2 = torch.empty_like(d1)
+    deep_gemm.fp8_gemm_nt(a, b, d1)
+    deep_gemm.fp8_gemm_nt(a, b, d2)
+    assert torch.equal(d1, d2)
+    d3 = torch.full_like(d1, float("nan"))
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        with torch.cuda.graph(graph, stream=stream):
+            deep_gemm.fp8_gemm_nt(a, b, d3)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(d1, d3)
+    # Replay with new inputs written into the captured buffers.
+    a2, _ = _quantized(m, n, k)
+    a[0].copy_(a2[0]); a[1].copy_(a2[1])
+    graph.replay()
+    torch.cuda.synchronize()
+    assert calc_diff(d3, _reference(a, b, fp32_out=False)) < 1e-3
+
+
+@pytest.mark.gpu
+def test_fp8_gemm_layout_views():
+    m, n, k = 256, 512, 1024
+    (a, sfa), (b, sfb) = _quantized(m, n, k)
+    ref = _reference((a, sfa), (b, sfb), fp32_out=False)
+    d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    deep_gemm.fp8_gemm_nn((a, sfa), (b.t(), sfb.t()), d)  # B as a [K, N] view of K-major storage
+    assert calc_diff(d, ref) < 1e-3
+    with pytest.raises(RuntimeError, match="K-major"):
+        deep_gemm.fp8_gemm_nn((a, sfa), (b.t().contiguous(), sfb.t()), d)
+
+
+@pytest.mark.gpu
+def test_fp8_gemm_m_zero_is_noop():
+    (a, sfa), (b, sfb) = _quantized(1, 256, 512)
+    d = torch.empty(0, 256, device="cuda", dtype=torch.bfloat16)
+    deep_gemm.fp8_gemm_nt((a[:0], sfa[:0]), (b, sfb), d)

@@ -1,0 +1,35 @@
+"""`python -m deep_gemm.warmup` compiles the fp8 suite's kernels with no GPU."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"),
+                    reason="needs nvcc to compile")
+def test_warmup_compiles_fp8_suite_into_a_fresh_cache(tmp_path):
+    env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path))
+    cmd = [sys.executable, "-m", "deep_gemm.warmup", "--num-sms", "132", "--suite", "fp8", "--shape", "129,2112,7168:fp32"]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 10
+    cubins = [line.split()[-1] for line in lines]
+    for path in cubins:
+        assert path.startswith(str(tmp_path)) and os.path.getsize(path) > 1000
+        with open(path, "rb") as f:
+            assert f.read(4) == b"\x7fELF"
+    # A second run is all cache hits: fast, same files.
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and [l.split()[-1] for l in again.stdout.strip().splitlines()] == cubins
+
+
+def test_warmup_rejects_other_archs():
+    out = subprocess.run([sys.executable, "-m", "deep_gemm.warmup", "--num-sms", "132", "--suite", "fp8", "--arch", "sm_100a"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "only sm_90a" in out.stderr
