@@ -2,6 +2,8 @@
 # schemas and the deep_gemm._C facade. Do not edit by hand.
 #
 # Registered schemas (torch.ops.deep_gemm):
+#   deep_gemm::fp8_gemm_build(int m, int n, int k, bool fp32_out, int num_sms, str compiled_dims) -> str
+#   deep_gemm::fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor? c=None, str compiled_dims="nk") -> ()
 #   deep_gemm::get_block_size_multiple_of() -> int[]
 #   deep_gemm::get_device_sm_count() -> int
 #   deep_gemm::get_ignore_compile_dims() -> bool
@@ -11,6 +13,9 @@
 #   deep_gemm::get_tc_util() -> int
 #   deep_gemm::get_theoretical_mk_alignment_for_contiguous_layout(int expected_m=0) -> int
 #   deep_gemm::get_tma_aligned_size(int x, int element_size) -> int
+#   deep_gemm::jit_build(str name, str code, str entry) -> str
+#   deep_gemm::jit_configure(str include_root, str nvrtc_library, str[] nvrtc_include_dirs) -> ()
+#   deep_gemm::jit_info() -> (str[], str, str, str, str[], int[])
 #   deep_gemm::set_block_size_multiple_of(int block_m, int block_n) -> ()
 #   deep_gemm::set_ignore_compile_dims(bool ignore) -> ()
 #   deep_gemm::set_mk_alignment_for_contiguous_layout(int alignment) -> ()
@@ -24,7 +29,47 @@ from typing import Any
 
 import torch
 
+def fp8_fp4_gemm_nn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
+    """:func:`fp8_gemm_nt` with B given as ``[K, N]`` (and its scales transposed alike)."""
+    ...
+
+def fp8_fp4_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
+    """``d = (A * SFA) @ (B * SFB)^T (+ c)``: A ``[M, K]`` and B ``[N, K]`` FP8 e4m3, K-major."""
+    ...
+
+def fp8_fp4_gemm_tn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'mn', disable_ue8m0_cast: bool = False, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
+    """:func:`fp8_gemm_nt` with A given as ``[K, M]`` and B as ``[K, N]``... see fp8_gemm_nt;"""
+    ...
+
+def fp8_fp4_gemm_tt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'mn', disable_ue8m0_cast: bool = False, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
+    """:func:`fp8_gemm_nt` with A given as ``[K, M]`` (B as in nt); A must be a transposed"""
+    ...
+
+def fp8_gemm_nn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
+    """:func:`fp8_gemm_nt` with B given as ``[K, N]`` (and its scales transposed alike)."""
+    ...
+
+def fp8_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
+    """``d = (A * SFA) @ (B * SFB)^T (+ c)``: A ``[M, K]`` and B ``[N, K]`` FP8 e4m3, K-major."""
+    ...
+
+def fp8_gemm_tn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'mn', disable_ue8m0_cast: bool = False, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
+    """:func:`fp8_gemm_nt` with A given as ``[K, M]`` and B as ``[K, N]``... see fp8_gemm_nt;"""
+    ...
+
+def fp8_gemm_tt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'mn', disable_ue8m0_cast: bool = False, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
+    """:func:`fp8_gemm_nt` with A given as ``[K, M]`` (B as in nt); A must be a transposed"""
+    ...
+
+def get_jit() -> deep_gemm._jit.JitInfo:
+    """Cache roots, compiler backend and version, and the kernels loaded so far."""
+    ...
+
 def get_mk_alignment_for_contiguous_layout() -> int:
+    ...
+
+def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:
+    """``sf`` ([mn, k] or [groups, mn, k], fp32) in MN-major, TMA-aligned layout."""
     ...
 
 def get_num_sms() -> int:
@@ -67,4 +112,8 @@ def set_pdl(enable_pdl: bool) -> None:
 
 def set_tc_util(tc_util: int) -> None:
     """Approximate tensor-core utilisation (percent, 1..100) the heuristics assume."""
+    ...
+
+def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe: Sequence[int], num_groups: Optional[int] = None, is_sfa: Optional[bool] = None, disable_ue8m0_cast: bool = False, psum_layout: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Scales as the SM90 kernels want them."""
     ...
