@@ -1,0 +1,529 @@
+// deep_jit: the disk cache of compiled kernels.
+//
+// Layout under each cache root:
+//   cache/<name>-<key32>/   a published entry: kernel.cubin, manifest, kernel.cu
+//                           (+ compile.log, kernel.ptx, kernel.sass when asked)
+//   tmp/                    private build directories, and entries moved aside
+//   locks/<name>-<key32>.lock   flock(2) files: one compile per key at a time
+//   failed/<name>-<key32>/  source, log and command of the last failed compile
+//
+// Guarantees:
+// - An entry appears only by rename(2) of a complete build directory, so a
+//   reader never sees a half-written entry, and a compiler killed midway
+//   leaves only a stale tmp/ directory (removed a day later).
+// - Each entry is validated before use (manifest, size, SHA-256, ELF magic).
+//   A corrupt one is moved aside and rebuilt.
+// - Concurrent processes serialise on the key's lock file, and even without it
+//   (e.g. a file system without flock) the rename protocol keeps exactly one
+//   valid entry: a loser of the rename uses the winner's entry.
+#pragma once
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compiler.hpp"
+#include "env.hpp"
+#include "error.hpp"
+#include "fs.hpp"
+#include "hash.hpp"
+#include "process.hpp"
+#include "types.hpp"
+
+namespace deep_jit::detail {
+
+inline constexpr std::string_view kManifestMagic = "deep_jit-cache-entry 1";
+inline constexpr double kStaleTempSeconds = 24 * 3600.0;
+
+// ---------------------------------------------------------------- includes
+
+struct IncludeDirective {
+  std::string target;
+  bool angled = false;
+};
+
+// The #include lines of a source. A plain line scanner: it also sees includes
+// inside #if blocks, which only makes the key more conservative.
+inline std::vector<IncludeDirective> scan_includes(std::string_view code) {
+  std::vector<IncludeDirective> found;
+  size_t pos = 0;
+  while (pos < code.size()) {
+    size_t eol = code.find('\n', pos);
+    if (eol == std::string_view::npos) eol = code.size();
+    std::string_view line = code.substr(pos, eol - pos);
+    pos = eol + 1;
+    size_t i = line.find_first_not_of(" \t");
+    if (i == std::string_view::npos || line[i] != '#') continue;
+    i = line.find_first_not_of(" \t", i + 1);
+    if (i == std::string_view::npos || line.compare(i, 7, "include") != 0) continue;
+    i = line.find_first_not_of(" \t", i + 7);
+    if (i == std::string_view::npos || (line[i] != '"' && line[i] != '<')) continue;
+    char close = line[i] == '"' ? '"' : '>';
+    size_t end = line.find(close, i + 1);
+    if (end == std::string_view::npos) continue;
+    found.push_back({std::string(line.substr(i + 1, end - i - 1)), close == '>'});
+  }
+  return found;
+}
+
+// Hashes of include files, memoised by their stat identity so that repeated
+// key computations (load() on every call) do not re-read unchanged files.
+class FileHashMemo {
+ public:
+  // Content and hash of `path`; nothing when it cannot be read.
+  std::optional<std::pair<std::string, std::string>> read(const std::string& path) {
+    auto stamp = file_stamp(path);
+    if (!stamp) return std::nullopt;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = memo_.find(path);
+      if (it != memo_.end() && it->second.stamp == *stamp) return std::make_pair(it->second.text, it->second.sha);
+    }
+    auto text = try_read_file(path);
+    if (!text) return std::nullopt;
+    std::string sha = sha256_hex(*text);
+    std::lock_guard<std::mutex> lock(mu_);
+    memo_[path] = {*stamp, *text, sha};
+    return std::make_pair(*text, sha);
+  }
+
+ private:
+  struct Item {
+    FileStamp stamp;
+    std::string text;
+    std::string sha;
+  };
+  std::mutex mu_;
+  std::map<std::string, Item> memo_;
+};
+
+inline FileHashMemo& file_hash_memo() {
+  static FileHashMemo memo;
+  return memo;
+}
+
+// Every file under `include_dirs` that `code` reaches through #include, as
+// (absolute path, content hash), sorted by path.
+inline std::vector<std::pair<std::string, std::string>> tracked_includes(std::string_view code,
+                                                                         const std::vector<std::string>& include_dirs) {
+  std::map<std::string, std::string> seen;  // path -> sha
+  auto visit = [&](std::string_view text, const std::string& own_dir, auto& self) -> void {
+    for (const auto& inc : scan_includes(text)) {
+      std::vector<std::string> search;
+      if (!inc.angled && !own_dir.empty()) search.push_back(own_dir);
+      search.insert(search.end(), include_dirs.begin(), include_dirs.end());
+      for (const auto& dir : search) {
+        std::string path = absolute_path(join_path(dir, inc.target));
+        if (seen.count(path)) break;
+        auto content = file_hash_memo().read(path);
+        if (!content) continue;
+        seen[path] = content->second;
+        self(content->first, parent_dir(path), self);
+        break;
+      }
+    }
+  };
+  visit(code, "", visit);
+  return {seen.begin(), seen.end()};
+}
+
+// ---------------------------------------------------------------- keys
+
+inline std::string sanitize_name(std::string_view name) {
+  std::string out;
+  for (char c : name.substr(0, 80)) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+              c == '.';
+    out.push_back(ok ? c : '_');
+  }
+  if (out.empty() || out[0] == '.') out.insert(out.begin(), 'k');
+  return out;
+}
+
+inline void check_kernel_source(const KernelSource& src) {
+  if (src.name.empty()) fail("A kernel source has no name; KernelSource::name is used in logs, errors and the cache.");
+  if (src.entry.empty()) fail(cat("Kernel ", src.name, " has no entry point; set KernelSource::entry."));
+  if (src.code.empty()) fail(cat("Kernel ", src.name, " has no source code."));
+}
+
+inline void check_include_dirs(const KernelSource& src) {
+  for (const auto& dir : src.options.include_dirs)
+    if (!is_dir(dir))
+      fail(cat("The include directory ", dir, " of kernel ", src.name, " does not exist or is not a directory."));
+}
+
+// The cache key: everything that can change the cubin.
+inline std::string cache_key(const KernelSource& src, const Compiler& compiler, const std::vector<std::string>& flags) {
+  Sha256 h;
+  h.field(kManifestMagic).field(src.name).field(src.entry).field(src.code);
+  h.field(compiler.backend()).field(compiler.path()).field(compiler.version());
+  h.field(src.options.arch);
+  h.field(cat("flags:", flags.size()));
+  for (const auto& f : flags) h.field(f);
+  auto includes = tracked_includes(src.code, src.options.include_dirs);
+  h.field(cat("includes:", includes.size()));
+  for (const auto& [path, sha] : includes) h.field(path).field(sha);
+  return h.hex_digest();
+}
+
+inline std::string entry_dir_name(const KernelSource& src, const std::string& key) {
+  return sanitize_name(src.name) + "-" + key.substr(0, 32);
+}
+
+// ---------------------------------------------------------------- entries
+
+inline bool has_elf_magic(std::string_view data) { return data.size() >= 4 && data.substr(0, 4) == "\x7f" "ELF"; }
+
+inline std::string manifest_text(const KernelSource& src, const std::string& key, const Compiler& compiler,
+                                 std::string_view cubin) {
+  return cat(kManifestMagic, "\nname ", src.name, "\nentry ", src.entry, "\nkey ", key, "\nbackend ",
+             compiler.backend(), "\ncompiler ", compiler.path(), "\ncubin_bytes ", cubin.size(), "\ncubin_sha256 ",
+             sha256_hex(cubin), "\n");
+}
+
+// The value of "<field> <value>" in a manifest, or "".
+inline std::string manifest_field(std::string_view manifest, std::string_view field) {
+  std::string needle = cat("\n", field, " ");
+  size_t at = manifest.find(needle);
+  if (at == std::string_view::npos) return "";
+  size_t begin = at + needle.size();
+  size_t end = manifest.find('\n', begin);
+  return std::string(manifest.substr(begin, end == std::string_view::npos ? std::string_view::npos : end - begin));
+}
+
+// The cubin of a valid entry; otherwise nothing, with the reason in `why`.
+// The caller uses the returned bytes, not the file, so a concurrent change to
+// the file after validation cannot reach the driver.
+inline std::optional<std::string> read_valid_entry(const std::string& dir, const std::string& key, std::string* why) {
+  auto manifest = try_read_file(join_path(dir, "manifest"));
+  if (!manifest) {
+    *why = is_dir(dir) ? "its manifest is missing" : "";
+    return std::nullopt;
+  }
+  if (manifest->rfind(kManifestMagic, 0) != 0 || manifest_field(*manifest, "key") != key) {
+    *why = "its manifest is malformed or belongs to another key";
+    return std::nullopt;
+  }
+  auto cubin = try_read_file(join_path(dir, "kernel.cubin"));
+  if (!cubin) {
+    *why = "its cubin is missing";
+    return std::nullopt;
+  }
+  if (std::to_string(cubin->size()) != manifest_field(*manifest, "cubin_bytes")) {
+    *why = cat("its cubin has ", cubin->size(), " bytes, not the ", manifest_field(*manifest, "cubin_bytes"),
+               " bytes the manifest records (truncated?)");
+    return std::nullopt;
+  }
+  if (!has_elf_magic(*cubin) || sha256_hex(*cubin) != manifest_field(*manifest, "cubin_sha256")) {
+    *why = "its cubin's SHA-256 does not match the manifest (corrupted)";
+    return std::nullopt;
+  }
+  return cubin;
+}
+
+// Moves a bad entry out of cache/ (one rename, atomic for readers), then
+// deletes it. Losing a race to another process doing the same is fine.
+inline void quarantine(const std::string& root, const std::string& dir) {
+  std::string holder;
+  try {
+    holder = make_temp_dir(join_path(root, "tmp"), "corrupt");
+  } catch (const Error&) {
+    remove_tree(dir);  // no room to move it aside: delete in place
+    return;
+  }
+  ::rename(dir.c_str(), join_path(holder, "entry").c_str());
+  remove_tree(holder);
+}
+
+// ---------------------------------------------------------------- locking
+
+// An exclusive flock(2) on a per-key file. The kernel drops it when the holder
+// dies, so a killed process never leaves the key locked.
+//
+// DG_JIT_DISABLE_LOCKS=1 skips it (for file systems where flock blocks or
+// fails); correctness then rests on the rename protocol alone, which the
+// self-test checks this way.
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path) {
+    if (env_flag("DG_JIT_DISABLE_LOCKS")) return;
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) fail(cat("Cannot create the JIT cache lock file ", path, ": ", errno_text(errno), "."));
+    while (::flock(fd_, LOCK_EX) != 0) {
+      if (errno == EINTR) continue;
+      // Some network file systems refuse flock; the rename protocol is still safe.
+      break;
+    }
+  }
+  ~FileLock() {
+    if (fd_ >= 0) ::close(fd_);  // closing releases the lock
+  }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// ---------------------------------------------------------------- roots
+
+// Creates the writable root's sub-directories, turning any failure (read-only
+// file system, permissions) into one clear message naming the root.
+inline void prepare_writable_root(const std::string& root) {
+  for (const char* sub : {"cache", "tmp", "locks", "failed"}) {
+    std::string dir = join_path(root, sub);
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec || !is_dir(dir))
+      fail(cat("The JIT cache directory ", root, " is not writable (creating ", dir, " failed: ",
+               ec ? ec.message() : std::string("not a directory"),
+               "). Set DG_JIT_CACHE_DIR to a writable directory."));
+    if (::access(dir.c_str(), W_OK | X_OK) != 0)
+      fail(cat("The JIT cache directory ", root, " is not writable (", dir, ": ", errno_text(errno),
+               "). Set DG_JIT_CACHE_DIR to a writable directory."));
+  }
+}
+
+// Removes build directories left behind by processes killed mid-compile.
+inline void remove_stale_temps(const std::string& root) {
+  std::string tmp = join_path(root, "tmp");
+  for (const auto& name : list_dir(tmp)) {
+    std::string path = join_path(tmp, name);
+    if (age_seconds(path) > kStaleTempSeconds) remove_tree(path);
+  }
+}
+
+// ---------------------------------------------------------------- sass
+
+inline std::string find_cuobjdump(const Compiler& compiler) {
+  std::vector<std::string> candidates;
+  if (compiler.backend() == "nvcc") candidates.push_back(join_path(parent_dir(compiler.path()), "cuobjdump"));
+  for (const char* var : {"CUDA_HOME", "CUDA_PATH"})
+    if (auto root = env(var)) candidates.push_back(join_path(*root, "bin/cuobjdump"));
+  candidates.push_back(find_in_path("cuobjdump"));
+  candidates.push_back("/usr/local/cuda/bin/cuobjdump");
+  for (const auto& c : candidates)
+    if (!c.empty() && is_executable_file(c)) return c;
+  return "";
+}
+
+// DG_JIT_DUMP_SASS: writes kernel.sass next to the cubin (best effort).
+inline void dump_sass(const std::string& entry_dir, const Compiler& compiler) {
+  std::string target = join_path(entry_dir, "kernel.sass");
+  if (is_file(target)) return;
+  std::string tool = find_cuobjdump(compiler);
+  if (tool.empty()) {
+    log_line("deep_jit: DG_JIT_DUMP_SASS is set but cuobjdump was not found (looked next to nvcc, in CUDA_HOME, "
+             "CUDA_PATH, PATH and /usr/local/cuda/bin).");
+    return;
+  }
+  ProcessResult r = run_process({tool, "--dump-sass", join_path(entry_dir, "kernel.cubin")});
+  std::string tmp = target + ".tmp." + std::to_string(::getpid());
+  try {
+    write_file(tmp, r.output, "SASS dump");
+    ::rename(tmp.c_str(), target.c_str());
+  } catch (const Error& e) {
+    log_line(std::string("deep_jit: DG_JIT_DUMP_SASS: ") + e.what());
+  }
+}
+
+// ---------------------------------------------------------------- build
+
+struct BuildOutcome {
+  std::string cubin_path;
+  std::string cubin;  // validated bytes
+  bool compiled = false;
+  bool repaired = false;
+};
+
+struct CacheStats {
+  std::atomic<size_t> compiles{0};
+  std::atomic<size_t> compile_failures{0};
+  std::atomic<size_t> disk_hits{0};
+  std::atomic<size_t> repaired{0};
+};
+
+class DiskCache {
+ public:
+  DiskCache(const KernelSource& src, const Compiler& compiler, const std::vector<std::string>& roots,
+            const Diagnostics& diag, bool quiet, CacheStats& stats)
+      : src_(src), compiler_(compiler), roots_(roots), diag_(diag), quiet_(quiet), stats_(stats) {
+    if (roots_.empty()) fail("No JIT cache directory is configured.");
+    check_kernel_source(src_);
+    check_include_dirs(src_);
+    flags_ = compiler_.flags(src_.options, diag_);
+    key_ = cache_key(src_, compiler_, flags_);
+    dir_name_ = entry_dir_name(src_, key_);
+  }
+
+  // The full SHA-256 cache key (computing it needs no compile and no GPU).
+  const std::string& key() const { return key_; }
+
+  BuildOutcome build() {
+    for (const auto& root : roots_)
+      if (auto hit = lookup(root)) return finish_hit(std::move(*hit));
+    return build_in(roots_.front());
+  }
+
+ private:
+  std::string entry_dir(const std::string& root) const { return join_path(join_path(root, "cache"), dir_name_); }
+
+  // A valid entry in `root`, if any; a corrupt one is reported, not touched:
+  // repairing happens under the key's lock.
+  std::optional<BuildOutcome> lookup(const std::string& root) {
+    std::string dir = entry_dir(root);
+    std::string why;
+    auto cubin = read_valid_entry(dir, key_, &why);
+    if (!cubin) {
+      if (!why.empty()) debug_log(diag_, cat("cache entry ", dir, " is invalid: ", why));
+      return std::nullopt;
+    }
+    BuildOutcome hit;
+    hit.cubin_path = join_path(dir, "kernel.cubin");
+    hit.cubin = std::move(*cubin);
+    return hit;
+  }
+
+  BuildOutcome finish_hit(BuildOutcome hit) {
+    stats_.disk_hits++;
+    debug_log(diag_, cat("cache hit for kernel ", src_.name, ": ", hit.cubin_path));
+    if (diag_.dump_sass) dump_sass(parent_dir(hit.cubin_path), compiler_);
+    return hit;
+  }
+
+  BuildOutcome build_in(const std::string& root) {
+    prepare_writable_root(root);
+    FileLock lock(join_path(join_path(root, "locks"), dir_name_ + ".lock"));
+    // Someone may have published while we waited for the lock.
+    std::string dir = entry_dir(root);
+    std::string why;
+    if (auto cubin = read_valid_entry(dir, key_, &why)) {
+      BuildOutcome hit{join_path(dir, "kernel.cubin"), std::move(*cubin), false, false};
+      return finish_hit(std::move(hit));
+    }
+    bool repaired = false;
+    if (!why.empty()) {
+      debug_log(diag_, cat("moving aside invalid cache entry ", dir, ": ", why));
+      quarantine(root, dir);
+      stats_.repaired++;
+      repaired = true;
+    }
+    remove_stale_temps(root);
+    BuildOutcome out = compile_and_publish(root);
+    out.repaired = repaired;
+    return out;
+  }
+
+  BuildOutcome compile_and_publish(const std::string& root) {
+    std::string work = make_temp_dir(join_path(root, "tmp"), dir_name_);
+    try {
+      std::string cubin = compile_into(root, work);
+      BuildOutcome out = publish(root, work, std::move(cubin));
+      if (diag_.dump_sass) dump_sass(parent_dir(out.cubin_path), compiler_);
+      return out;
+    } catch (...) {
+      remove_tree(work);
+      throw;
+    }
+  }
+
+  // Runs the compiler in `work`; returns the validated cubin bytes.
+  std::string compile_into(const std::string& root, const std::string& work) {
+    CompileRequest req;
+    req.source = &src_;
+    req.flags = flags_;
+    req.work_dir = work;
+    req.source_path = join_path(work, "kernel.cu");
+    req.cubin_path = join_path(work, "kernel.cubin");
+    req.diag = diag_;
+    write_file(req.source_path, src_.code, "kernel source");
+    debug_log(diag_, cat("compiling kernel ", src_.name, " with ", compiler_.backend(), " in ", work));
+    auto start = std::chrono::steady_clock::now();
+    CompileResult result = compiler_.compile(req);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!result.ok) fail_compile(root, work, result, result.status);
+    if (diag_.ptxas_check)
+      if (std::string bad = ptxas_check_failure(result.log); !bad.empty())
+        fail_compile(root, work, result, "DG_JIT_PTXAS_CHECK: " + bad);
+    if (diag_.ptxas_verbose)
+      log_line(cat("deep_jit: ptxas report for kernel ", src_.name, ":\n", result.log));
+    if (!result.log.empty()) write_file(join_path(work, "compile.log"), result.log, "compile log");
+    auto cubin = try_read_file(req.cubin_path);
+    if (!cubin || !has_elf_magic(*cubin))
+      fail_compile(root, work, result, "the compiler reported success but wrote no valid cubin");
+    stats_.compiles++;
+    if ((seconds > 1.0 && !quiet_) || diag_.debug)
+      log_line(cat("deep_gemm: compiled ", src_.name, " in ", seconds, " s (", compiler_.backend(), ")"));
+    write_file(join_path(work, "manifest"), manifest_text(src_, key_, compiler_, *cubin), "cache manifest");
+    return std::move(*cubin);
+  }
+
+  // Keeps the failing source under failed/ and raises the compiler's message.
+  [[noreturn]] void fail_compile(const std::string& root, const std::string& work, const CompileResult& result,
+                                 const std::string& reason) {
+    stats_.compile_failures++;
+    std::string kept = join_path(join_path(root, "failed"), dir_name_);
+    std::string log = result.log;
+    try {
+      write_file(join_path(work, "compile.log"), log, "compile log");
+      write_file(join_path(work, "command.txt"), result.command + "\n", "compile command");
+    } catch (const Error&) {
+    }
+    remove_tree(kept);
+    std::string where = cat("The source was kept at ", join_path(kept, "kernel.cu"));
+    if (::rename(work.c_str(), kept.c_str()) != 0)  // the caller deletes `work`, so do not point there
+      where = cat("The source could not be kept at ", kept, " (", errno_text(errno), ")");
+    constexpr size_t kMaxLog = 20000;
+    if (log.size() > kMaxLog) log = log.substr(0, kMaxLog) + "\n[... output truncated; full log in compile.log]";
+    fail(cat("Compiling kernel ", src_.name, " with ", compiler_.backend(), " failed: ", reason, ". ", where,
+             ". Compiler output:\n", log));
+  }
+
+  // Atomically renames the build directory into place. If another process won
+  // the race, its (valid) entry is used and ours is dropped.
+  BuildOutcome publish(const std::string& root, const std::string& work, std::string cubin) {
+    std::string dir = entry_dir(root);
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      if (::rename(work.c_str(), dir.c_str()) == 0) {
+        debug_log(diag_, cat("published ", dir));
+        return BuildOutcome{join_path(dir, "kernel.cubin"), std::move(cubin), true, false};
+      }
+      int err = errno;
+      if (err != EEXIST && err != ENOTEMPTY)
+        fail(cat("Cannot publish the compiled kernel ", src_.name, " to ", dir, ": ", errno_text(err), "."));
+      std::string why;
+      if (auto theirs = read_valid_entry(dir, key_, &why)) {
+        remove_tree(work);
+        debug_log(diag_, cat("another process published ", dir, " first; using it"));
+        return BuildOutcome{join_path(dir, "kernel.cubin"), std::move(*theirs), true, false};
+      }
+      quarantine(root, dir);
+    }
+    fail(cat("Cannot publish the compiled kernel ", src_.name, " to ", dir,
+             ": the directory keeps being replaced by an invalid entry."));
+  }
+
+  const KernelSource& src_;
+  const Compiler& compiler_;
+  const std::vector<std::string>& roots_;
+  Diagnostics diag_;
+  bool quiet_;
+  CacheStats& stats_;
+  std::vector<std::string> flags_;
+  std::string key_;
+  std::string dir_name_;
+};
+
+}  // namespace deep_jit::detail

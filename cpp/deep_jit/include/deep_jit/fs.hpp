@@ -1,0 +1,162 @@
+// deep_jit: the few file-system operations the cache needs, each turning an
+// OS failure into an Error that names the path and the reason.
+#pragma once
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "error.hpp"
+
+namespace deep_jit::detail {
+
+inline std::string errno_text(int err) { return std::generic_category().message(err); }
+
+inline std::string join_path(std::string_view a, std::string_view b) {
+  if (a.empty()) return std::string(b);
+  std::string out(a);
+  if (out.back() != '/') out.push_back('/');
+  out.append(b);
+  return out;
+}
+
+inline std::string parent_dir(std::string_view path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string_view::npos) return ".";
+  if (slash == 0) return "/";
+  return std::string(path.substr(0, slash));
+}
+
+inline bool is_dir(const std::string& path) {
+  struct stat st{};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+inline bool is_file(const std::string& path) {
+  struct stat st{};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+inline bool is_executable_file(const std::string& path) { return is_file(path) && ::access(path.c_str(), X_OK) == 0; }
+
+// Reads a whole file; nothing when it cannot be opened.
+inline std::optional<std::string> try_read_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string data;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      ::close(fd);
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    data.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return data;
+}
+
+inline std::string read_file(const std::string& path) {
+  auto data = try_read_file(path);
+  if (!data) fail(cat("Cannot read the file ", path, ": ", errno_text(errno), "."));
+  return *data;
+}
+
+// Writes (replacing) a file; `what` says what the file is, for the message.
+inline void write_file(const std::string& path, std::string_view data, std::string_view what = "file") {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(cat("Cannot create the ", what, " ", path, ": ", errno_text(errno), "."));
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      fail(cat("Cannot write the ", what, " ", path, ": ", errno_text(err), "."));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) fail(cat("Cannot finish writing the ", what, " ", path, ": ", errno_text(errno), "."));
+}
+
+// Creates `path` and its parents; `what` names the directory's role.
+inline void make_dirs(const std::string& path, std::string_view what) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec || !is_dir(path))
+    fail(cat("Cannot create the ", what, " ", path, ": ", ec ? ec.message() : std::string("not a directory"), "."));
+}
+
+// Creates a fresh, uniquely named directory inside `parent`.
+inline std::string make_temp_dir(const std::string& parent, std::string_view prefix) {
+  std::string templ = join_path(parent, cat(prefix, ".XXXXXX"));
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  if (!::mkdtemp(buf.data()))
+    fail(cat("Cannot create a temporary build directory in ", parent, ": ", errno_text(errno), "."));
+  return std::string(buf.data());
+}
+
+// Best effort: used for cleanup, where a failure must not hide the real error.
+inline void remove_tree(const std::string& path) noexcept {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+}
+
+inline std::vector<std::string> list_dir(const std::string& path) {
+  std::vector<std::string> names;
+  DIR* d = ::opendir(path.c_str());
+  if (!d) return names;
+  while (dirent* e = ::readdir(d)) {
+    std::string_view n = e->d_name;
+    if (n != "." && n != "..") names.emplace_back(n);
+  }
+  ::closedir(d);
+  return names;
+}
+
+inline std::string absolute_path(const std::string& path) {
+  std::error_code ec;
+  auto abs = std::filesystem::absolute(path, ec);
+  return ec ? path : abs.lexically_normal().string();
+}
+
+// Identity of a file's current contents, cheap to read: used to memoise hashes.
+struct FileStamp {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = 0;
+  long long mtime_ns = 0;
+  bool operator==(const FileStamp&) const = default;
+};
+
+inline std::optional<FileStamp> file_stamp(const std::string& path) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  return FileStamp{st.st_dev, st.st_ino, st.st_size,
+                   static_cast<long long>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec};
+}
+
+// Seconds since the last modification of `path`, or -1 when it is gone.
+inline double age_seconds(const std::string& path) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) return -1;
+  return std::difftime(std::time(nullptr), st.st_mtim.tv_sec);
+}
+
+}  // namespace deep_jit::detail

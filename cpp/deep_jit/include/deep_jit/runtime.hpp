@@ -1,0 +1,216 @@
+// deep_jit: the process-wide runtime: configuration, compiler selection,
+// build (to a cached cubin, no GPU needed) and load (into a device).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cache.hpp"
+#include "compiler.hpp"
+#include "compiler_nvcc.hpp"
+#include "compiler_nvrtc.hpp"
+#include "driver.hpp"
+#include "env.hpp"
+#include "error.hpp"
+#include "fs.hpp"
+#include "types.hpp"
+
+namespace deep_jit {
+
+inline RuntimeConfig RuntimeConfig::from_env() {
+  RuntimeConfig cfg;
+  if (auto dirs = detail::env("DG_JIT_CACHE_DIR")) cfg.cache_roots = detail::split(*dirs, ':');
+  if (detail::env_flag("DG_JIT_USE_NVRTC")) cfg.backend = "nvrtc";
+  if (auto nvcc = detail::env("DG_JIT_NVCC_COMPILER")) cfg.nvcc_path = *nvcc;
+  if (auto lib = detail::env("DG_JIT_NVRTC_LIBRARY")) cfg.nvrtc_library = *lib;
+  if (auto inc = detail::env("DG_JIT_NVRTC_INCLUDE_DIRS")) cfg.nvrtc_include_dirs = detail::split(*inc, ':');
+  cfg.quiet = detail::env_flag("DG_JIT_QUIET");
+  return cfg;
+}
+
+namespace detail {
+
+// Fills what the caller left empty: cache roots from the environment or the
+// default ~/.deep_gemm, made absolute so later chdir() calls cannot move them.
+inline RuntimeConfig complete_config(RuntimeConfig cfg) {
+  if (cfg.cache_roots.empty()) {
+    if (auto dirs = env("DG_JIT_CACHE_DIR")) cfg.cache_roots = split(*dirs, ':');
+    if (cfg.cache_roots.empty()) cfg.cache_roots = {join_path(home_dir(), ".deep_gemm")};
+  }
+  for (auto& root : cfg.cache_roots) root = absolute_path(root);
+  if (!cfg.backend.empty() && cfg.backend != "nvcc" && cfg.backend != "nvrtc")
+    fail(cat("The JIT backend '", cfg.backend, "' is unknown; use \"nvcc\", \"nvrtc\" or \"\" (automatic)."));
+  return cfg;
+}
+
+inline std::shared_ptr<const Compiler> make_nvrtc(const RuntimeConfig& cfg) {
+  std::string lib = cfg.nvrtc_library.empty() ? find_nvrtc_library() : cfg.nvrtc_library;
+  if (lib.empty())
+    fail("No CUDA compiler was found: libnvrtc is not loaded, not in CUDA_HOME, CUDA_PATH or /usr/local/cuda, and "
+         "not on the loader path. Install the nvidia-cuda-nvrtc wheel (with nvidia-cuda-runtime and "
+         "nvidia-cuda-cccl), or a CUDA toolkit, or set DG_JIT_NVRTC_LIBRARY.");
+  return std::make_shared<NvrtcCompiler>(lib, cfg.nvrtc_include_dirs);
+}
+
+// Backend choice: explicit backend; else DG_JIT_USE_NVRTC=1 -> NVRTC; else
+// NVCC when one is found; else NVRTC.
+inline std::shared_ptr<const Compiler> make_compiler(const RuntimeConfig& cfg) {
+  std::string backend = cfg.backend;
+  if (backend.empty() && env_flag("DG_JIT_USE_NVRTC")) backend = "nvrtc";
+  if (backend == "nvrtc") return make_nvrtc(cfg);
+  std::string nvcc = cfg.nvcc_path.empty() ? find_nvcc() : cfg.nvcc_path;
+  if (!nvcc.empty()) return std::make_shared<NvccCompiler>(nvcc);
+  if (backend == "nvcc")
+    fail("The JIT backend is nvcc but no nvcc was found (looked in DG_JIT_NVCC_COMPILER, CUDA_HOME, CUDA_PATH, "
+         "PATH and /usr/local/cuda/bin).");
+  return make_nvrtc(cfg);
+}
+
+inline std::string display_version(const Compiler& c) {
+  if (auto* nvcc = dynamic_cast<const NvccCompiler*>(&c)) return nvcc->short_version();
+  return c.version();
+}
+
+}  // namespace detail
+
+class Runtime {
+ public:
+  // The process-wide runtime. Never destroyed: loaded modules must stay valid
+  // until exit, and CUDA must not be called from static destructors.
+  static Runtime& get() {
+    static Runtime* instance = new Runtime();
+    return *instance;
+  }
+
+  // Replaces the configuration (empty fields are filled from the environment)
+  // and forgets the detected compiler; loaded kernels stay loaded.
+  void configure(RuntimeConfig cfg) {
+    RuntimeConfig complete = detail::complete_config(std::move(cfg));
+    std::lock_guard<std::mutex> lock(mu_);
+    cfg_ = std::move(complete);
+    configured_ = true;
+    compiler_.reset();
+  }
+
+  RuntimeConfig config() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    ensure_configured_locked();
+    return cfg_;
+  }
+
+  // Compiles `src` (or finds it in the disk cache) and returns the cubin's
+  // path. Thread-safe; needs no GPU and no driver.
+  std::string build(const KernelSource& src) { return build_outcome(src).cubin_path; }
+
+  // Builds `src` and loads it into `device`'s primary context. Memoised per
+  // (cache key, device); the reference stays valid for the process.
+  const Kernel& load(const KernelSource& src, int device) {
+    auto [cfg, compiler] = snapshot();
+    detail::Diagnostics diag = detail::Diagnostics::from_env();
+    detail::DiskCache cache(src, *compiler, cfg.cache_roots, diag, cfg.quiet, stats_);
+    std::string memo_key = cache.key() + "@" + std::to_string(device);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = kernels_.find(memo_key);
+      if (it != kernels_.end()) return *it->second;
+    }
+    detail::BuildOutcome built = cache.build();
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = kernels_.find(memo_key);  // another thread may have loaded it meanwhile
+    if (it != kernels_.end()) return *it->second;
+    auto kernel = load_module(src, built, device);
+    return *kernels_.emplace(memo_key, std::move(kernel)).first->second;
+  }
+
+  JitInfo info() const {
+    JitInfo out;
+    std::shared_ptr<const detail::Compiler> compiler;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ensure_configured_locked();
+      out.cache_roots = cfg_.cache_roots;
+      compiler = compiler_;
+      if (!compiler) {
+        try {
+          compiler_ = detail::make_compiler(cfg_);
+          compiler = compiler_;
+        } catch (const Error& e) {
+          out.compiler_version = std::string("unavailable: ") + e.what();
+        }
+      }
+      out.kernels_loaded = kernels_.size();
+      for (const auto& [key, k] : kernels_) out.loaded_names.push_back(k->name);
+    }
+    if (compiler) {
+      out.backend = compiler->backend();
+      out.compiler_path = compiler->path();
+      out.compiler_version = detail::display_version(*compiler);
+    }
+    out.compiles = stats_.compiles.load();
+    out.compile_failures = stats_.compile_failures.load();
+    out.disk_hits = stats_.disk_hits.load();
+    out.repaired = stats_.repaired.load();
+    return out;
+  }
+
+ private:
+  Runtime() = default;
+
+  void ensure_configured_locked() const {
+    if (configured_) return;
+    cfg_ = detail::complete_config(RuntimeConfig::from_env());
+    configured_ = true;
+  }
+
+  // The configuration and compiler to use for one call; detection runs once
+  // per configure() and is retried after a failure.
+  std::pair<RuntimeConfig, std::shared_ptr<const detail::Compiler>> snapshot() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ensure_configured_locked();
+    if (!compiler_) compiler_ = detail::make_compiler(cfg_);
+    return {cfg_, compiler_};
+  }
+
+  detail::BuildOutcome build_outcome(const KernelSource& src) {
+    auto [cfg, compiler] = snapshot();
+    detail::Diagnostics diag = detail::Diagnostics::from_env();
+    detail::DiskCache cache(src, *compiler, cfg.cache_roots, diag, cfg.quiet, stats_);
+    return cache.build();
+  }
+
+  static std::unique_ptr<Kernel> load_module(const KernelSource& src, const detail::BuildOutcome& built, int device) {
+    const detail::DriverApi& api = detail::driver();
+    detail::ScopedDeviceContext scope(device);
+    auto k = std::make_unique<Kernel>();
+    k->device = device;
+    k->name = src.name;
+    k->cubin_path = built.cubin_path;
+    k->context = detail::primary_context(device);
+    CUresult r = api.module_load_data(&k->module, built.cubin.data());
+    if (r != CUDA_SUCCESS) {
+      const DeviceInfo& dev = device_info(device);
+      detail::fail(detail::cat("Loading kernel ", src.name, " (built for ", src.options.arch, ") on device ", device,
+                               " (", dev.name, ", sm_", dev.cc_major, dev.cc_minor, ") failed: ", detail::describe(r),
+                               ". Cubin: ", built.cubin_path, "."));
+    }
+    r = api.module_get_function(&k->function, k->module, src.entry.c_str());
+    if (r != CUDA_SUCCESS) {
+      api.module_unload(k->module);
+      detail::fail(detail::cat("Kernel ", src.name, " has no entry point '", src.entry, "' in ", built.cubin_path,
+                               " (", detail::describe(r), "); is it declared extern \"C\" __global__?"));
+    }
+    return k;
+  }
+
+  mutable std::mutex mu_;
+  mutable RuntimeConfig cfg_;
+  mutable bool configured_ = false;
+  mutable std::shared_ptr<const detail::Compiler> compiler_;
+  std::map<std::string, std::unique_ptr<Kernel>> kernels_;
+  detail::CacheStats stats_;
+};
+
+}  // namespace deep_jit
