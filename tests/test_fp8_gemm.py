@@ -189,7 +189,8 @@ def test_fp8_gemm_is_deterministic_and_graph_capturable():
     assert torch.equal(d1, d3)
     # Replay with new inputs written into the captured buffers.
     a2, _ = _quantized(m, n, k)
-    a[0].copy_(a2[0]); a[1].copy_(a2[1])
+    a[0].copy_(a2[0])
+    a[1].copy_(a2[1])
     graph.replay()
     torch.cuda.synchronize()
     assert calc_diff(d3, _reference(a, b, fp32_out=False)) < 1e-3

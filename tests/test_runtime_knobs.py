@@ -7,7 +7,6 @@ import pytest
 import torch
 
 import deep_gemm
-from conftest import has_sm90_gpu
 
 
 def test_tc_util_round_trip_and_range():

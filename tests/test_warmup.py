@@ -26,7 +26,7 @@ def test_warmup_compiles_fp8_suite_into_a_fresh_cache(tmp_path):
             assert f.read(4) == b"\x7fELF"
     # A second run is all cache hits: fast, same files.
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0 and [l.split()[-1] for l in again.stdout.strip().splitlines()] == cubins
+    assert again.returncode == 0 and [line.split()[-1] for line in again.stdout.strip().splitlines()] == cubins
 
 
 def test_warmup_rejects_other_archs():

@@ -145,7 +145,8 @@ def get_theoretical_mk_alignment_for_contiguous_layout(expected_m: int | None = 
 
 def get_tma_aligned_size(x: int, element_size: int) -> int:
     """``x`` rounded up so ``x * element_size`` is a multiple of 16 bytes (TMA strides)."""
-    return _ops.get_tma_aligned_size(_int("get_tma_aligned_size", "x", x), _int("get_tma_aligned_size", "element_size", element_size))
+    x = _int("get_tma_aligned_size", "x", x)
+    return _ops.get_tma_aligned_size(x, _int("get_tma_aligned_size", "element_size", element_size))
 
 
 # ---- JIT runtime -------------------------------------------------------------

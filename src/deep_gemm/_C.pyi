@@ -25,9 +25,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+import collections.abc
+from typing import Any, Optional
 
 import torch
+
+import deep_gemm._jit
 
 def fp8_fp4_gemm_nn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
     """:func:`fp8_gemm_nt` with B given as ``[K, N]`` (and its scales transposed alike)."""
@@ -114,6 +117,6 @@ def set_tc_util(tc_util: int) -> None:
     """Approximate tensor-core utilisation (percent, 1..100) the heuristics assume."""
     ...
 
-def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe: Sequence[int], num_groups: Optional[int] = None, is_sfa: Optional[bool] = None, disable_ue8m0_cast: bool = False, psum_layout: Optional[torch.Tensor] = None) -> torch.Tensor:
+def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe: collections.abc.Sequence[int], num_groups: Optional[int] = None, is_sfa: Optional[bool] = None, disable_ue8m0_cast: bool = False, psum_layout: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Scales as the SM90 kernels want them."""
     ...

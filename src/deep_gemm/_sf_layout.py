@@ -9,7 +9,8 @@ is already in the required layout, so passing prepared scales costs nothing.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Optional
+from collections.abc import Sequence
 
 import torch
 

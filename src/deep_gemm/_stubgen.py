@@ -64,9 +64,12 @@ def generate() -> str:
         "",
         "from __future__ import annotations",
         "",
-        "from typing import Any",
+        "import collections.abc",
+        "from typing import Any, Optional",
         "",
         "import torch",
+        "",
+        "import deep_gemm._jit",
         "",
     ]
     for name in sorted(_C.__all__):

@@ -86,7 +86,7 @@ class suppress_stdout_stderr:
 
     def __exit__(self, *_):
         sys.stdout, sys.stderr = self._saved_streams
-        for fd, saved in zip(self._fds, self._saved_fds):
+        for fd, saved in zip(self._fds, self._saved_fds, strict=True):
             os.dup2(saved, fd)
             os.close(saved)
         self._devnull.close()
