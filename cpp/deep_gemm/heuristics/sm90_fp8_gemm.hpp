@@ -12,7 +12,10 @@
 //   code   = sm90_fp8_gemm_source(cfg, compiled_m, compiled_n, compiled_k)  (0 = runtime)
 //   kernel = deep_jit compile {name, code, entry = "dg_entry", arch sm_90a,
 //                              include_dirs = {<cuda/ root>}}
-//   grid   = {cfg.grid_x, 1, 1}         (persistent: <= #SMs, a multiple of cfg.cluster)
+//   grid   = {cfg.grid_x, 1, 1}         (persistent: <= #SMs, a multiple of cfg.cluster;
+//                                        with cluster 2 also clamp to
+//                                        2 * cuOccupancyMaxActiveClusters(kernel, cfg):
+//                                        every CTA must be resident. 66 on the H200.)
 //   block  = {cfg.num_threads, 1, 1}    (256 for block_m 64, 384 for block_m 128)
 //   shared = cfg.smem_bytes             (dynamic; needs MAX_DYNAMIC_SHARED_SIZE_BYTES)
 //   cluster_dim = {cfg.cluster, 1, 1}   (pass the cluster attribute even when 1 is fine)
@@ -61,6 +64,7 @@ struct Sm90Fp8GemmConfig {
     int num_math_threads = 256;  // block_m / 64 warpgroups
     int num_threads = 384;       // math + one TMA producer warpgroup
     int swizzle_d = 0;           // 1D2D: TMA swizzle of the D staging tile (bytes)
+    bool mma_overlap = false;    // 1D2D: two K blocks in flight per warpgroup (block_n <= 128)
     double est_cycles = 0.0;     // model estimate used for the choice
 };
 
@@ -110,14 +114,19 @@ inline double sm90_fp8_estimate_cycles(const Sm90Fp8GemmConfig& c, int m, int n,
     const long waves = (tiles + c.grid_x - 1) / c.grid_x;
     const int num_wg = c.block_m / 64;
     const double wgmma = 4.0 * std::max(c.block_n / 2.0, 16.0);
-    const double per_wg = wgmma + c.block_n / 2.0 + 60.0;
+    // With two K blocks in flight the promotion runs under the next block's wgmmas.
+    const double per_wg = wgmma + (c.mma_overlap ? 30.0 : c.block_n / 2.0 + 60.0);
     // Shared memory feeds wgmma ~128 B/clk: every warpgroup reads its A rows and all of B.
     const double smem_read = num_wg * (64.0 + c.block_n) * 128.0 / 128.0;
     const double compute = std::max({num_wg * wgmma, per_wg, smem_read});
     const double mc = c.cluster == 2 ? sm90_fp8_multicast_fraction(num_m, num_n, c.group_n) : 0.0;
     const double a_rows = c.block_m * (1.0 - 0.5 * mc);
     const double load = (a_rows + c.block_n) * 128.0 / 64.0;
-    const double per_k_block = std::max(compute, load);
+    // Measured (runs 2-3): with block_m 128, every block_n other than 128 (and small ones)
+    // ran 10-25% slower per FLOP than 128 (112: 0.82x, 144: 0.89x, 160: 0.91x on
+    // 4096x7168x16384), which the terms above do not capture.
+    const bool off_sweet_spot = c.block_m == 128 && c.block_n > 64 && c.block_n != 128;
+    const double per_k_block = std::max(compute, load) * (off_sweet_spot ? 1.2 : 1.0);
     const double tile = (k / 128) * per_k_block + 400.0;
     const double out_bytes = c.kind == Sm90Fp8Kind::k1D1D ? 8.0 : 2.0;  // 1D1D reads C too
     const double dram = (static_cast<double>(m) * k + static_cast<double>(n) * k +
@@ -127,8 +136,12 @@ inline double sm90_fp8_estimate_cycles(const Sm90Fp8GemmConfig& c, int m, int n,
 
 // Every legal configuration for an m x n x k problem on `num_sms` SMs, best first by the
 // cycle model. fp32_out selects the 1D1D kernel. Deterministic.
+// Cluster-2 (A multicast) candidates are listed only with allow_cluster2: on the H200 they
+// measured 0-10% slower than cluster 1 in every bench shape (NOTES.md, run 2), so the
+// automatic choice does not take them until that changes.
 inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_gemm_configs(int m, int n, int k, int num_sms, bool fp32_out,
-                                                                 int max_smem_bytes = kSm90MaxSmemBytes) {
+                                                                 int max_smem_bytes = kSm90MaxSmemBytes,
+                                                                 bool allow_cluster2 = false) {
     const Sm90Fp8Kind kind = fp32_out ? Sm90Fp8Kind::k1D1D : Sm90Fp8Kind::k1D2D;
     std::vector<Sm90Fp8GemmConfig> all;
     for (int bm : {64, 128}) {
@@ -136,7 +149,7 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_gemm_configs(int m, int n, i
             // 1D2D: a tile may touch at most two 128-wide SFB blocks.
             if (kind == Sm90Fp8Kind::k1D2D && bn > 128 && 128 % (bn - 128) != 0) continue;
             for (int cluster : {1, 2}) {
-                if (cluster == 2 && num_sms < 2) continue;
+                if (cluster == 2 && (num_sms < 2 || !allow_cluster2)) continue;
                 Sm90Fp8GemmConfig c;
                 c.kind = kind;
                 c.block_m = bm;
@@ -147,6 +160,8 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_gemm_configs(int m, int n, i
                 c.num_math_threads = bm / 64 * 128;
                 c.num_threads = c.num_math_threads + 128;
                 c.swizzle_d = kind == Sm90Fp8Kind::k1D2D ? sm90_fp8_epilogue_swizzle(bn * 2) : 0;
+                // Two K blocks in flight: off until ptxas stops serialising it (C7514).
+                c.mma_overlap = false;
                 int stages = kSm90Fp8MaxStages;
                 while (stages > 2 && sm90_fp8_smem_bytes(kind, bm, bn, stages) > max_smem_bytes) --stages;
                 if (sm90_fp8_smem_bytes(kind, bm, bn, stages) > max_smem_bytes) continue;
@@ -177,7 +192,7 @@ inline Sm90Fp8GemmConfig choose_sm90_fp8_gemm_config(int m, int n, int k, int nu
 // smem, threads, grid) the same way the ranking does. Used by tests and tuning.
 inline Sm90Fp8GemmConfig make_sm90_fp8_gemm_config(bool fp32_out, int bm, int bn, int cluster, int m, int n, int k,
                                                    int num_sms, int max_smem_bytes = kSm90MaxSmemBytes) {
-    for (const auto& c : rank_sm90_fp8_gemm_configs(m, n, k, num_sms, fp32_out, max_smem_bytes))
+    for (const auto& c : rank_sm90_fp8_gemm_configs(m, n, k, num_sms, fp32_out, max_smem_bytes, true))
         if (c.block_m == bm && c.block_n == bn && c.cluster == cluster) return c;
     return Sm90Fp8GemmConfig{};  // block_m 128 / block_n 128 defaults; caller passed an illegal shape
 }
@@ -191,7 +206,8 @@ inline std::string sm90_fp8_gemm_source(const Sm90Fp8GemmConfig& c, int compiled
     const std::string targs = std::to_string(compiled_m) + "u, " + std::to_string(compiled_n) + "u, " +
                               std::to_string(compiled_k) + "u, " + std::to_string(c.block_m) + "u, " +
                               std::to_string(c.block_n) + "u, " + std::to_string(c.stages) + "u, " +
-                              std::to_string(c.cluster) + "u, " + std::to_string(c.group_n) + "u";
+                              std::to_string(c.cluster) + "u, " + std::to_string(c.group_n) + "u" +
+                              (is_1d1d ? "" : c.mma_overlap ? ", true" : ", false");
     std::string s;
     s += "#include <deep_gemm/impls/" + impl + ".cuh>\n\n";
     // The bound is always 384 threads: a fixed register cap at entry (168) that the
@@ -218,7 +234,8 @@ inline std::string sm90_fp8_gemm_name(const Sm90Fp8GemmConfig& c, int compiled_m
     return std::string(c.kind == Sm90Fp8Kind::k1D1D ? "sm90_fp8_1d1d" : "sm90_fp8_1d2d") + "_m" +
            std::to_string(compiled_m) + "n" + std::to_string(compiled_n) + "k" + std::to_string(compiled_k) +
            "_b" + std::to_string(c.block_m) + "x" + std::to_string(c.block_n) + "_s" + std::to_string(c.stages) +
-           "_c" + std::to_string(c.cluster) + "_g" + std::to_string(c.group_n);
+           "_c" + std::to_string(c.cluster) + "_g" + std::to_string(c.group_n) +
+           (c.mma_overlap ? "_o" : "");
 }
 
 // One tensor map, in the terms of deep_jit::make_tensor_map_2d.

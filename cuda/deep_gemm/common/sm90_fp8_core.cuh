@@ -1,0 +1,167 @@
+// Pieces shared by the SM90 FP8 block-scaled GEMM kernels (1D2D and 1D1D):
+// shared-memory layout, the pipeline bookkeeping, the TMA producer loop and the
+// per-128-K wgmma step. The impls add the scale promotion and the epilogue.
+//
+// Block layout: warpgroups 0 .. kNumMathWG-1 compute (64 rows of the tile each), the
+// last warpgroup produces (one elected thread issues every TMA load).
+#pragma once
+#include <deep_gemm/common/tensor_map.cuh>
+#include <deep_gemm/common/utils.cuh>
+#include <deep_gemm/ptx/mbarrier.cuh>
+#include <deep_gemm/ptx/tma.cuh>
+#include <deep_gemm/ptx/sync.cuh>
+#include <deep_gemm/ptx/wgmma.cuh>
+#include <deep_gemm/scheduler/tile_scheduler.cuh>
+
+namespace deep_gemm::sm90 {
+
+constexpr uint32_t kBlockK = 128;           // one scale block of K per pipeline stage
+constexpr uint32_t kWgmmaK = 32;            // K of one fp8 wgmma
+constexpr uint32_t kProducerRegs = 40;      // setmaxnreg for the TMA warpgroup
+constexpr uint32_t kMathRegs = 232;         // setmaxnreg for the math warpgroups
+
+// Dynamic shared memory, from a 1024-byte aligned base (the 128B swizzle repeats every
+// 1024 bytes, and TMA and wgmma both apply it on absolute addresses):
+//   [D staging tile] [A x STAGES] [B x STAGES] [SFA x STAGES] [SFB x STAGES] [barriers]
+// The host mirrors this in cpp/deep_gemm/heuristics/sm90_fp8_gemm.hpp (smem_bytes).
+template <uint32_t kBlockM, uint32_t kBlockN, uint32_t kStages, bool kSfbInSmem, uint32_t kDStageBytes>
+struct Fp8SmemLayout {
+    static constexpr uint32_t kDBytes = align_up(kDStageBytes, 1024u);
+    static constexpr uint32_t kABytes = kBlockM * kBlockK;          // fp8: 1 byte per element
+    static constexpr uint32_t kBBytes = kBlockN * kBlockK;
+    static constexpr uint32_t kSfaBytes = align_up(kBlockM * 4u, 128u);
+    static constexpr uint32_t kSfbBytes = kSfbInSmem ? align_up(kBlockN * 4u, 128u) : 0u;
+    static constexpr uint32_t kAOff = kDBytes;
+    static constexpr uint32_t kBOff = kAOff + kStages * kABytes;
+    static constexpr uint32_t kSfaOff = kBOff + kStages * kBBytes;
+    static constexpr uint32_t kSfbOff = kSfaOff + kStages * kSfaBytes;
+    static constexpr uint32_t kBarOff = kSfbOff + kStages * kSfbBytes;
+    static constexpr uint32_t kTotalBytes = kBarOff + 2 * kStages * 8;
+    static constexpr uint32_t kDynamicBytes = kTotalBytes + 1024;   // room to align the base
+    // Bytes the TMA delivers per stage (out-of-bounds fill counts as delivered).
+    static constexpr uint32_t kStageTxBytes =
+        kABytes + kBBytes + kBlockM * 4u + (kSfbInSmem ? kBlockN * 4u : 0u);
+
+    static_assert(kABytes % 1024 == 0 && kBBytes % 1024 == 0, "tiles must keep 1024-byte alignment");
+    static_assert(kTotalBytes + 1024 <= 232448, "shared memory over the 227 KB per-block limit");
+
+    uint8_t* base;
+    // `raw` must be the extern __shared__ array itself: offsetting it (rather than casting
+    // through an integer) keeps the shared address space visible to the compiler, so the
+    // scale reads compile to LDS with constant offsets instead of generic loads.
+    __device__ __forceinline__ explicit Fp8SmemLayout(uint8_t* raw)
+        : base(raw + ((1024u - (ptx::smem_addr(raw) & 1023u)) & 1023u)) {}
+    __device__ __forceinline__ uint8_t* d() const { return base; }
+    __device__ __forceinline__ uint8_t* a(uint32_t s) const { return base + kAOff + s * kABytes; }
+    __device__ __forceinline__ uint8_t* b(uint32_t s) const { return base + kBOff + s * kBBytes; }
+    __device__ __forceinline__ float* sfa(uint32_t s) const {
+        return reinterpret_cast<float*>(base + kSfaOff + s * kSfaBytes);
+    }
+    __device__ __forceinline__ float* sfb(uint32_t s) const {
+        return reinterpret_cast<float*>(base + kSfbOff + s * kSfbBytes);
+    }
+    __device__ __forceinline__ uint64_t* full(uint32_t s) const {
+        return reinterpret_cast<uint64_t*>(base + kBarOff) + s;
+    }
+    __device__ __forceinline__ uint64_t* empty(uint32_t s) const {
+        return reinterpret_cast<uint64_t*>(base + kBarOff) + kStages + s;
+    }
+};
+
+// Stage index and mbarrier phase parity of a ring of kStages buffers.
+template <uint32_t kStages>
+struct PipeState {
+    uint32_t stage = 0, phase = 0;
+    __device__ __forceinline__ void advance() {
+        if (++stage == kStages) { stage = 0; phase ^= 1u; }
+    }
+};
+
+// full[s]: 1 arrival (the producer's expect-tx) + the TMA bytes.
+// empty[s]: one arrival per math warp of every CTA of the cluster (a multicast writes
+// into the peer's stage too, so a stage is free only when both CTAs consumed it).
+template <typename Layout, uint32_t kStages, uint32_t kNumMathWarps, uint32_t kCluster>
+__device__ __forceinline__ void init_barriers(const Layout& smem) {
+    for (uint32_t s = 0; s < kStages; ++s) {
+        ptx::mbar_init(smem.full(s), 1);
+        ptx::mbar_init(smem.empty(s), kNumMathWarps * kCluster);
+    }
+    ptx::fence_mbar_init();
+}
+
+// The producer: one thread walks the same tile sequence as the math warpgroups and keeps
+// the ring full. A is loaded in kCluster row slices so that a multicast tile and a local
+// tile use the same tensor map (box = kBlockM / kCluster rows).
+template <typename Layout, typename Scheduler, uint32_t kBlockM, uint32_t kBlockN,
+          uint32_t kStages, uint32_t kCluster, bool kLoadSfb>
+__device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sched, uint32_t num_k_blocks,
+                                              const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
+                                              const CUtensorMap* tmap_sfa, const CUtensorMap* tmap_sfb) {
+    constexpr uint32_t kSliceM = kBlockM / kCluster;
+    const uint32_t rank = kCluster > 1 ? ptx::cluster_cta_rank() : 0;
+    PipeState<kStages> pipe;
+    TileInfo tile;
+    while (sched.next(tile)) {
+        const int32_t m0 = static_cast<int32_t>(tile.m_block * kBlockM);
+        const int32_t n0 = static_cast<int32_t>(tile.n_block * kBlockN);
+        for (uint32_t kb = 0; kb < num_k_blocks; ++kb, pipe.advance()) {
+            const uint32_t s = pipe.stage;
+            ptx::mbar_wait_watchdog(smem.empty(s), pipe.phase ^ 1u);
+            uint64_t* full = smem.full(s);
+            ptx::mbar_arrive_expect_tx(full, Layout::kStageTxBytes);
+            const int32_t k0 = static_cast<int32_t>(kb * kBlockK);
+            if (kCluster > 1 && tile.multicast_a) {
+                ptx::tma_load_2d_multicast(smem.a(s) + rank * kSliceM * kBlockK, tmap_a, full,
+                                           k0, m0 + static_cast<int32_t>(rank * kSliceM),
+                                           static_cast<uint16_t>((1u << kCluster) - 1));
+            } else {
+#pragma unroll
+                for (uint32_t r = 0; r < kCluster; ++r)
+                    ptx::tma_load_2d(smem.a(s) + r * kSliceM * kBlockK, tmap_a, full, k0,
+                                     m0 + static_cast<int32_t>(r * kSliceM));
+            }
+            ptx::tma_load_2d(smem.b(s), tmap_b, full, k0, n0);
+            ptx::tma_load_2d(smem.sfa(s), tmap_sfa, full, m0, static_cast<int32_t>(kb));
+            if constexpr (kLoadSfb)
+                ptx::tma_load_2d(smem.sfb(s), tmap_sfb, full, n0, static_cast<int32_t>(kb));
+        }
+    }
+}
+
+// Issue one 128-wide K block for this warpgroup's 64 rows: four m64nNk32 wgmmas into a
+// fresh accumulator, committed as one group (not waited for).
+template <uint32_t kBlockN>
+__device__ __forceinline__ void mma_k_block_issue(const uint8_t* a_rows64, const uint8_t* b_tile,
+                                                  float (&acc)[kBlockN / 2]) {
+    const uint64_t desc_a = ptx::make_smem_desc_sw128(a_rows64);
+    const uint64_t desc_b = ptx::make_smem_desc_sw128(b_tile);
+    ptx::fence_operands(acc);
+    ptx::wgmma_fence();
+#pragma unroll
+    for (uint32_t kk = 0; kk < kBlockK / kWgmmaK; ++kk)
+        ptx::WgmmaE4M3<kBlockN>::mma(ptx::desc_advance(desc_a, kk * kWgmmaK),
+                                     ptx::desc_advance(desc_b, kk * kWgmmaK), acc, kk > 0);
+    ptx::wgmma_commit();
+}
+
+// Issue and wait: the accumulator is complete on return (the caller promotes it next).
+template <uint32_t kBlockN>
+__device__ __forceinline__ void mma_k_block(const uint8_t* a_rows64, const uint8_t* b_tile,
+                                            float (&acc)[kBlockN / 2]) {
+    mma_k_block_issue<kBlockN>(a_rows64, b_tile, acc);
+    ptx::wgmma_wait<0>();
+    ptx::fence_operands(acc);
+}
+
+// A math warp hands stage s back: one arrival per warp on the empty barrier of every CTA
+// of the cluster (its own twice if the peer has no tile, so the count still completes).
+template <uint32_t kCluster>
+__device__ __forceinline__ void release_stage(uint64_t* empty, uint32_t lane, bool peer_alive) {
+    if constexpr (kCluster == 1) {
+        if (lane == 0) ptx::mbar_arrive(empty);
+    } else {
+        if (lane < kCluster) ptx::mbar_arrive_cluster(empty, peer_alive ? lane : ptx::cluster_cta_rank());
+    }
+}
+
+}  // namespace deep_gemm::sm90

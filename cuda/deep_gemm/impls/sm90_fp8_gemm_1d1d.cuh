@@ -1,0 +1,122 @@
+// SM90 FP8 GEMM, "1D1D" scaling (weight-gradient style), FP32 output with accumulation:
+//   D[M,N] (fp32) = C + (A * SFA) @ (B * SFB)^T      (C may be D itself, or null: D = A*B^T)
+//   A   [M, K] e4m3, K-major            (TMA, 128B swizzle)
+//   SFA fp32 [ceil(K/128), align(M,4)]  MN-major, one scale per row of A per 128 K (TMA)
+//   B   [N, K] e4m3, K-major            (TMA, 128B swizzle)
+//   SFB fp32 [ceil(K/128), align(N,4)]  MN-major, one scale per row of B per 128 K (TMA)
+//   C, D fp32 row-major with row pitch ld_d elements (even), written with 8-byte stores
+// K must be a multiple of 128; M and N arbitrary.
+#pragma once
+#include <deep_gemm/common/sm90_fp8_core.cuh>
+
+namespace deep_gemm {
+
+namespace sm90_1d1d {
+
+// result += acc * sfa[row] * sfb[col]; SFB comes from this stage's shared-memory slice.
+template <uint32_t kBlockN>
+__device__ __forceinline__ void promote(float (&result)[kBlockN / 2], const float (&acc)[kBlockN / 2],
+                                        float sfa_lo, float sfa_hi, const float* sfb_stage, uint32_t lane) {
+#pragma unroll
+    for (uint32_t j = 0; j < kBlockN / 8; ++j) {
+        const float2 sb = *reinterpret_cast<const float2*>(sfb_stage + j * 8 + (lane % 4) * 2);
+        result[4 * j + 0] = fmaf(acc[4 * j + 0] * sb.x, sfa_lo, result[4 * j + 0]);
+        result[4 * j + 1] = fmaf(acc[4 * j + 1] * sb.y, sfa_lo, result[4 * j + 1]);
+        result[4 * j + 2] = fmaf(acc[4 * j + 2] * sb.x, sfa_hi, result[4 * j + 2]);
+        result[4 * j + 3] = fmaf(acc[4 * j + 3] * sb.y, sfa_hi, result[4 * j + 3]);
+    }
+}
+
+// d[row, col..col+1] = c[...] + (v0, v1), clipped at M and N.
+__device__ __forceinline__ void store_pair(float* d, const float* c, uint32_t ld, uint32_t row, uint32_t col,
+                                           uint32_t m, uint32_t n, float v0, float v1) {
+    if (row >= m || col >= n) return;
+    const size_t idx = static_cast<size_t>(row) * ld + col;
+    if (col + 1 < n) {
+        float2 out = make_float2(v0, v1);
+        if (c != nullptr) {
+            const float2 prev = *reinterpret_cast<const float2*>(c + idx);
+            out.x += prev.x;
+            out.y += prev.y;
+        }
+        *reinterpret_cast<float2*>(d + idx) = out;
+    } else {
+        d[idx] = v0 + (c != nullptr ? c[idx] : 0.0f);
+    }
+}
+
+}  // namespace sm90_1d1d
+
+// Template parameters as in sm90_fp8_gemm_1d2d_impl.
+template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
+          uint32_t kStages, uint32_t kCluster, uint32_t kGroupN>
+__device__ __forceinline__ void sm90_fp8_gemm_1d1d_impl(uint32_t shape_m, uint32_t shape_n, uint32_t shape_k,
+                                                        const float* c, float* d, uint32_t ld_d,
+                                                        const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
+                                                        const CUtensorMap* tmap_sfa, const CUtensorMap* tmap_sfb) {
+    using namespace sm90;
+    constexpr uint32_t kNumMathWG = kBlockM / 64;
+    constexpr uint32_t kNumMathThreads = kNumMathWG * 128;
+    static_assert(kBlockM == 64 || kBlockM == 128, "BLOCK_M is 64 or 128");
+    static_assert(kBlockN % 8 == 0 && kBlockN >= 8 && kBlockN <= 256, "BLOCK_N: multiple of 8 in [8, 256]");
+    using Layout = Fp8SmemLayout<kBlockM, kBlockN, kStages, true, 0>;
+    using Scheduler = TileScheduler<GemmType::kNormal, kBlockM, kBlockN, kGroupN, kCluster>;
+
+    const uint32_t m = shape_dim<kShapeM>(shape_m);
+    const uint32_t n = shape_dim<kShapeN>(shape_n);
+    const uint32_t k = shape_dim<kShapeK>(shape_k);
+    const uint32_t num_k_blocks = k / kBlockK;
+
+    extern __shared__ uint8_t smem_raw[];
+    const Layout smem(smem_raw);
+
+    if (threadIdx.x == kNumMathThreads) {
+        ptx::tma_prefetch_map(tmap_a);
+        ptx::tma_prefetch_map(tmap_b);
+        ptx::tma_prefetch_map(tmap_sfa);
+        ptx::tma_prefetch_map(tmap_sfb);
+        init_barriers<Layout, kStages, kNumMathWG * 4, kCluster>(smem);
+    }
+    if constexpr (kCluster > 1) ptx::cluster_sync(); else __syncthreads();
+
+    if (threadIdx.x >= kNumMathThreads) {
+        ptx::setmaxnreg_dec<kProducerRegs>();
+        if (threadIdx.x == kNumMathThreads)
+            producer_loop<Layout, Scheduler, kBlockM, kBlockN, kStages, kCluster, true>(
+                smem, Scheduler(m, n), num_k_blocks, tmap_a, tmap_b, tmap_sfa, tmap_sfb);
+        __syncwarp();
+    } else {
+        ptx::setmaxnreg_inc<kMathRegs>();
+        const uint32_t wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+        const uint32_t row_lo = wg * 64 + warp * 16 + lane / 4;
+        Scheduler sched(m, n);
+        PipeState<kStages> pipe;
+        TileInfo tile;
+        float result[kBlockN / 2], acc[kBlockN / 2];
+        while (sched.next(tile)) {
+            const uint32_t m0 = tile.m_block * kBlockM, n0 = tile.n_block * kBlockN;
+#pragma unroll
+            for (uint32_t i = 0; i < kBlockN / 2; ++i) result[i] = 0.0f;
+            for (uint32_t kb = 0; kb < num_k_blocks; ++kb, pipe.advance()) {
+                const uint32_t s = pipe.stage;
+                ptx::mbar_wait(smem.full(s), pipe.phase);
+                const float sfa_lo = smem.sfa(s)[row_lo], sfa_hi = smem.sfa(s)[row_lo + 8];
+                mma_k_block<kBlockN>(smem.a(s) + wg * 64 * kBlockK, smem.b(s), acc);
+                // SFB is read from the stage before releasing it.
+                sm90_1d1d::promote<kBlockN>(result, acc, sfa_lo, sfa_hi, smem.sfb(s), lane);
+                __syncwarp();  // every lane's SFB reads precede lane 0's release
+                release_stage<kCluster>(smem.empty(s), lane, tile.peer_alive);
+            }
+            const uint32_t r = m0 + row_lo;
+#pragma unroll
+            for (uint32_t j = 0; j < kBlockN / 8; ++j) {
+                const uint32_t col = n0 + j * 8 + (lane % 4) * 2;
+                sm90_1d1d::store_pair(d, c, ld_d, r, col, m, n, result[4 * j + 0], result[4 * j + 1]);
+                sm90_1d1d::store_pair(d, c, ld_d, r + 8, col, m, n, result[4 * j + 2], result[4 * j + 3]);
+            }
+        }
+    }
+    if constexpr (kCluster > 1) ptx::cluster_sync();
+}
+
+}  // namespace deep_gemm

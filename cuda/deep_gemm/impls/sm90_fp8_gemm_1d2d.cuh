@@ -1,0 +1,245 @@
+// SM90 FP8 GEMM, "1D2D" scaling: D[M,N] (bf16) = (A * SFA) @ (B * SFB)^T
+//   A   [M, K] e4m3, K-major            (TMA, 128B swizzle)
+//   SFA fp32 [ceil(K/128), align(M,4)]  MN-major, one scale per row per 128 K (TMA)
+//   B   [N, K] e4m3, K-major            (TMA, 128B swizzle)
+//   SFB fp32 [ceil(N/128), ceil(K/128)] row-major, one scale per 128x128 block (plain loads)
+//   D   [M, N] bf16, row-major          (TMA store, swizzled staging tile)
+// K must be a multiple of 128. M and N are arbitrary (TMA zero-fills loads, clips stores);
+// the D row pitch must be 16-byte aligned (N % 8 == 0 for a packed D).
+//
+// Per tile and per 128-wide K block, each math warpgroup runs four wgmmas into a fresh
+// accumulator and then promotes it into the FP32 result with sfa[row] * sfb[n-block]:
+// Hopper's FP8 wgmma accumulates with reduced precision, so the partial sums never run
+// longer than one scale block.
+#pragma once
+#include <cuda_bf16.h>
+#include <deep_gemm/common/sm90_fp8_core.cuh>
+#include <deep_gemm/ptx/stmatrix.cuh>
+
+namespace deep_gemm {
+
+namespace sm90_1d2d {
+
+// A tile's columns can straddle two 128-wide SFB blocks when BLOCK_N does not divide 128;
+// with BLOCK_N <= 128, or BLOCK_N - 128 dividing 128, no tile ever touches three.
+template <uint32_t kBlockN>
+constexpr bool kMayStraddle = (128 % kBlockN) != 0;
+
+template <uint32_t kBlockN>
+constexpr bool kAtMostTwoSfbBlocks = kBlockN <= 128 || (128 % (kBlockN - 128)) == 0;
+
+// final += acc * sfa[row] * sfb[col block], per 8-column group.
+template <uint32_t kBlockN>
+__device__ __forceinline__ void promote(float (&result)[kBlockN / 2], const float (&acc)[kBlockN / 2],
+                                        float sfa_lo, float sfa_hi, float sfb_0, float sfb_1,
+                                        uint32_t first_block_cols) {
+    const float lo0 = sfa_lo * sfb_0, hi0 = sfa_hi * sfb_0;
+    const float lo1 = sfa_lo * sfb_1, hi1 = sfa_hi * sfb_1;
+#pragma unroll
+    for (uint32_t j = 0; j < kBlockN / 8; ++j) {
+        // Groups of 8 columns never straddle: block edges are multiples of 16 columns
+        // away from a tile start (BLOCK_N % 16 == 0).
+        const bool first = !kMayStraddle<kBlockN> || j * 8 < first_block_cols;
+        const float lo = first ? lo0 : lo1, hi = first ? hi0 : hi1;
+        result[4 * j + 0] = fmaf(acc[4 * j + 0], lo, result[4 * j + 0]);
+        result[4 * j + 1] = fmaf(acc[4 * j + 1], lo, result[4 * j + 1]);
+        result[4 * j + 2] = fmaf(acc[4 * j + 2], hi, result[4 * j + 2]);
+        result[4 * j + 3] = fmaf(acc[4 * j + 3], hi, result[4 * j + 3]);
+    }
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Epilogue of one warpgroup: its 64 x BLOCK_N result goes to shared memory as bf16 via
+// stmatrix, laid out as column "atoms" of [64 rows][kSwizzle bytes] in the TMA swizzle
+// pattern (conflict-free stmatrix rows), then one thread TMA-stores each atom. The TMA
+// clips rows >= M and columns >= N.
+template <uint32_t kBlockN>
+__device__ __forceinline__ void store_tile_bf16(const float (&result)[kBlockN / 2], uint8_t* stage_wg,
+                                                const CUtensorMap* tmap_d, uint32_t wg, uint32_t m0,
+                                                uint32_t n0) {
+    constexpr uint32_t kSwizzle = epilogue_swizzle_bytes(kBlockN * 2);
+    constexpr uint32_t kAtomBytes = 64 * kSwizzle;
+    static_assert(kSwizzle != 0, "BLOCK_N must be a multiple of 16");
+    const uint32_t thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
+    const uint32_t bar_id = 1 + wg;  // named barrier per math warpgroup (0 = __syncthreads)
+
+    // The previous tile's stores must have finished reading the staging buffer.
+    if (thread == 0) ptx::tma_store_wait_read<0>();
+    ptx::named_barrier_sync(bar_id, 128);
+
+    const uint32_t base = ptx::smem_addr(stage_wg);
+    const uint32_t row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+#pragma unroll
+    for (uint32_t p = 0; p < kBlockN / 16; ++p) {
+        const uint32_t col_byte = p * 32 + (lane / 16) * 16;
+        uint32_t off = (col_byte / kSwizzle) * kAtomBytes + row * kSwizzle + col_byte % kSwizzle;
+        off ^= ((off >> 7) & (kSwizzle / 16 - 1)) << 4;  // the TMA's address-bit XOR swizzle
+        ptx::stmatrix_x4(base + off,
+                         pack_bf16x2(result[8 * p + 0], result[8 * p + 1]),
+                         pack_bf16x2(result[8 * p + 2], result[8 * p + 3]),
+                         pack_bf16x2(result[8 * p + 4], result[8 * p + 5]),
+                         pack_bf16x2(result[8 * p + 6], result[8 * p + 7]));
+    }
+    ptx::fence_proxy_async_smem();
+    ptx::named_barrier_sync(bar_id, 128);
+    if (thread == 0) {
+#pragma unroll
+        for (uint32_t a = 0; a < kBlockN * 2 / kSwizzle; ++a)
+            ptx::tma_store_2d(tmap_d, stage_wg + a * kAtomBytes, static_cast<int32_t>(n0 + a * kSwizzle / 2),
+                              static_cast<int32_t>(m0 + wg * 64));
+        ptx::tma_store_commit();
+    }
+}
+
+}  // namespace sm90_1d2d
+
+// Template parameters:
+//   kShapeM/N/K   compile-time shape, or 0 to take the runtime argument
+//   kBlockM       64 (1 math warpgroup) or 128 (2); kBlockN multiple of 16, <= 256
+//   kStages       pipeline depth; kCluster 1 or 2 (TMA multicast of A within the pair)
+//   kGroupN       scheduler group width in n-blocks (even when kCluster == 2)
+//   kOverlapMma   keep two K blocks in flight per warpgroup (two accumulators): the
+//                 tensor cores run block kb+1 while the warpgroup promotes block kb.
+//                 Needs 3 x BLOCK_N/2 accumulator registers: BLOCK_N <= 128.
+// Block: 128 * (kBlockM / 64 + 1) threads; dynamic smem: Fp8SmemLayout<...>::kDynamicBytes.
+template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
+          uint32_t kStages, uint32_t kCluster, uint32_t kGroupN, bool kOverlapMma = false>
+__device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32_t shape_n, uint32_t shape_k,
+                                                        const float* __restrict__ sfb,
+                                                        const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
+                                                        const CUtensorMap* tmap_sfa, const CUtensorMap* tmap_d) {
+    using namespace sm90;
+    constexpr uint32_t kNumMathWG = kBlockM / 64;
+    constexpr uint32_t kNumMathThreads = kNumMathWG * 128;
+    static_assert(kBlockM == 64 || kBlockM == 128, "BLOCK_M is 64 or 128");
+    static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "BLOCK_N: multiple of 16 in [16, 256]");
+    static_assert(sm90_1d2d::kAtMostTwoSfbBlocks<kBlockN>, "a tile may span three SFB blocks");
+    static_assert(!kOverlapMma || kBlockN <= 128, "two accumulators need BLOCK_N <= 128");
+    using Layout = Fp8SmemLayout<kBlockM, kBlockN, kStages, false, kBlockM * kBlockN * 2>;
+    using Scheduler = TileScheduler<GemmType::kNormal, kBlockM, kBlockN, kGroupN, kCluster>;
+
+    const uint32_t m = shape_dim<kShapeM>(shape_m);
+    const uint32_t n = shape_dim<kShapeN>(shape_n);
+    const uint32_t k = shape_dim<kShapeK>(shape_k);
+    const uint32_t num_k_blocks = k / kBlockK;
+    const uint32_t num_sfb_n = ceil_div(n, 128u);
+
+    extern __shared__ uint8_t smem_raw[];
+    const Layout smem(smem_raw);
+
+    if (threadIdx.x == kNumMathThreads) {
+        ptx::tma_prefetch_map(tmap_a);
+        ptx::tma_prefetch_map(tmap_b);
+        ptx::tma_prefetch_map(tmap_sfa);
+        ptx::tma_prefetch_map(tmap_d);
+        init_barriers<Layout, kStages, kNumMathWG * 4, kCluster>(smem);
+    }
+    if constexpr (kCluster > 1) ptx::cluster_sync(); else __syncthreads();
+
+    if (threadIdx.x >= kNumMathThreads) {
+        // ---- TMA producer warpgroup ----
+        ptx::setmaxnreg_dec<kProducerRegs>();
+        if (threadIdx.x == kNumMathThreads)
+            producer_loop<Layout, Scheduler, kBlockM, kBlockN, kStages, kCluster, false>(
+                smem, Scheduler(m, n), num_k_blocks, tmap_a, tmap_b, tmap_sfa, nullptr);
+        __syncwarp();
+    } else {
+        // ---- math warpgroups ----
+        ptx::setmaxnreg_inc<kMathRegs>();
+        const uint32_t wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+        const uint32_t row_lo = wg * 64 + warp * 16 + lane / 4;  // row_hi = row_lo + 8
+        Scheduler sched(m, n);
+        PipeState<kStages> pipe;
+        TileInfo tile;
+        float result[kBlockN / 2], acc[kBlockN / 2];
+        float acc2[kOverlapMma ? kBlockN / 2 : 1];  // second accumulator (overlap only)
+        while (sched.next(tile)) {
+            const uint32_t m0 = tile.m_block * kBlockM, n0 = tile.n_block * kBlockN;
+            // SFB rows of this tile: columns [0, first_cols) use block n0/128, the rest the next.
+            const uint32_t sfb_blk0 = n0 / 128;
+            const uint32_t sfb_blk1 = min(sfb_blk0 + 1, num_sfb_n - 1);
+            const uint32_t first_cols = (sfb_blk0 + 1) * 128 - n0;
+            const float* sfb_row0 = sfb + sfb_blk0 * num_k_blocks;
+            const float* sfb_row1 = sfb + sfb_blk1 * num_k_blocks;
+#pragma unroll
+            for (uint32_t i = 0; i < kBlockN / 2; ++i) result[i] = 0.0f;
+
+            if constexpr (kOverlapMma) {
+                // Two K blocks in flight: `issue` waits for a stage and starts its wgmmas into
+                // one accumulator; `retire` frees the oldest stage and promotes its
+                // accumulator while the younger block still runs on the tensor cores.
+                struct Scales { float sfa_lo, sfa_hi, sfb_0, sfb_1; };
+                PipeState<kStages> rel = pipe;
+                auto issue = [&](uint32_t kb, float (&a)[kBlockN / 2], Scales& sc) {
+                    const uint32_t s = pipe.stage;
+                    sc.sfb_0 = __ldg(sfb_row0 + kb);
+                    sc.sfb_1 = __ldg(sfb_row1 + kb);
+                    ptx::mbar_wait(smem.full(s), pipe.phase);
+                    sc.sfa_lo = smem.sfa(s)[row_lo];
+                    sc.sfa_hi = smem.sfa(s)[row_lo + 8];
+                    mma_k_block_issue<kBlockN>(smem.a(s) + wg * 64 * kBlockK, smem.b(s), a);
+                    pipe.advance();
+                };
+                auto retire = [&](float (&a)[kBlockN / 2], const Scales& sc) {
+                    ptx::fence_operands(a);
+                    release_stage<kCluster>(smem.empty(rel.stage), lane, tile.peer_alive);
+                    rel.advance();
+                    sm90_1d2d::promote<kBlockN>(result, a, sc.sfa_lo, sc.sfa_hi, sc.sfb_0, sc.sfb_1, first_cols);
+                };
+                // ptxas keeps the wgmmas asynchronous only if every path through the loop
+                // retires groups the same way: an odd first block runs alone, then the
+                // blocks go in pairs with a uniform "issue next, wait<1>, retire oldest".
+                Scales sc0, sc1;
+                uint32_t kb = 0;
+                if (num_k_blocks % 2 == 1) {
+                    issue(0, acc, sc0);
+                    ptx::wgmma_wait<0>();
+                    retire(acc, sc0);
+                    kb = 1;
+                }
+                if (kb < num_k_blocks) {
+                    issue(kb, acc, sc0);
+                    for (; kb + 2 < num_k_blocks; kb += 2) {
+                        issue(kb + 1, acc2, sc1);
+                        ptx::wgmma_wait<1>();
+                        retire(acc, sc0);
+                        issue(kb + 2, acc, sc0);
+                        ptx::wgmma_wait<1>();
+                        retire(acc2, sc1);
+                    }
+                    issue(kb + 1, acc2, sc1);
+                    ptx::wgmma_wait<1>();
+                    retire(acc, sc0);
+                    ptx::wgmma_wait<0>();
+                    retire(acc2, sc1);
+                }
+            } else {
+                float sfb_0 = __ldg(sfb_row0), sfb_1 = __ldg(sfb_row1);
+                for (uint32_t kb = 0; kb < num_k_blocks; ++kb, pipe.advance()) {
+                    const uint32_t s = pipe.stage;
+                    // Prefetch the next block's SFB while this one computes (L1-resident rows).
+                    const uint32_t kb_next = min(kb + 1, num_k_blocks - 1);
+                    const float next_0 = __ldg(sfb_row0 + kb_next), next_1 = __ldg(sfb_row1 + kb_next);
+
+                    ptx::mbar_wait(smem.full(s), pipe.phase);
+                    const float sfa_lo = smem.sfa(s)[row_lo], sfa_hi = smem.sfa(s)[row_lo + 8];
+                    mma_k_block<kBlockN>(smem.a(s) + wg * 64 * kBlockK, smem.b(s), acc);
+                    release_stage<kCluster>(smem.empty(s), lane, tile.peer_alive);
+                    sm90_1d2d::promote<kBlockN>(result, acc, sfa_lo, sfa_hi, sfb_0, sfb_1, first_cols);
+                    sfb_0 = next_0;
+                    sfb_1 = next_1;
+                }
+            }
+            sm90_1d2d::store_tile_bf16<kBlockN>(result, smem.d() + wg * 64 * kBlockN * 2, tmap_d, wg, m0, n0);
+        }
+        if (threadIdx.x % 128 == 0) ptx::tma_store_wait<0>();
+    }
+    // Keep this CTA's shared memory alive until the peer's last remote arrivals are done.
+    if constexpr (kCluster > 1) ptx::cluster_sync();
+}
+
+}  // namespace deep_gemm

@@ -1,0 +1,42 @@
+// Register reconfiguration, proxy fences, named barriers and cluster helpers.
+#pragma once
+#include <deep_gemm/ptx/common.cuh>
+
+namespace deep_gemm::ptx {
+
+// setmaxnreg: each warpgroup role gives back / takes registers (needs a register cap at
+// entry: __launch_bounds__(threads, 1)).
+template <uint32_t N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(N));
+}
+template <uint32_t N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(N));
+}
+
+// Orders this thread's generic-proxy shared-memory writes (st.shared, stmatrix) before
+// later async-proxy accesses (TMA store, wgmma operand reads).
+__device__ __forceinline__ void fence_proxy_async_smem() {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// Named barrier among `count` threads (a multiple of 32); id 0 is __syncthreads'.
+__device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t count) {
+    asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ uint32_t cluster_cta_rank() {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+// Full cluster barrier: every thread of every CTA of the cluster arrives, then waits.
+// Release/acquire make earlier shared-memory writes (barrier inits) visible cluster-wide.
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\t"
+                 "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+}  // namespace deep_gemm::ptx
