@@ -78,10 +78,11 @@ def test_misaligned_strides_and_non_k_major_on_meta():
         deep_gemm.fp8_gemm_nt((torch.empty(256, 128, dtype=FP8, device="meta").t(), sfa), (b, sfb), d)
 
 
-def test_raw_op_wants_prepared_scale_layout():
+def test_raw_op_checks_scale_shapes():
     a, sfa, b, sfb, d = _operands(130, 256, 256, "meta")
-    with pytest.raises(RuntimeError, match="MN-major and TMA-aligned"):
-        torch.ops.deep_gemm.fp8_gemm_nt(a, sfa, b, sfb, d, None, "nk")
+    torch.ops.deep_gemm.fp8_gemm_nt(a, sfa, b, sfb, d, None, "nk")  # any layout of the right shape
+    with pytest.raises(RuntimeError, match=r"sfa.shape\[0\] must be 130"):
+        torch.ops.deep_gemm.fp8_gemm_nt(a, sfa[:128], b, sfb, d, None, "nk")
 
 
 def test_opcheck_on_meta():
@@ -91,6 +92,25 @@ def test_opcheck_on_meta():
     a, sfa, b, sfb, d = _operands(256, 384, 512, "meta", fp32_out=True)
     sfa, sfb = deep_gemm.get_mn_major_tma_aligned_tensor(sfa), deep_gemm.get_mn_major_tma_aligned_tensor(sfb)
     torch.library.opcheck(torch.ops.deep_gemm.fp8_gemm_nt.default, (a, sfa, b, sfb, d, d.clone(), "nk"))
+
+
+def test_mn_major_layout_op_on_meta():
+    sf = torch.empty(130, 7, device="meta")
+    out = deep_gemm.get_mn_major_tma_aligned_tensor(sf)
+    assert out.shape == (130, 7) and out.stride() == (1, 132)
+    g = torch.empty(3, 6, 5, device="meta")
+    assert deep_gemm.get_mn_major_tma_aligned_tensor(g).stride() == (40, 1, 8)
+    torch.library.opcheck(torch.ops.deep_gemm.get_mn_major_tma_aligned_tensor.default, (sf,))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(130, 7), (4097, 56), (1, 3), (3, 6, 5), (4, 129, 16)])
+def test_mn_major_layout_kernel(shape):
+    sf = torch.randn(*shape, device="cuda")
+    for src in (sf, sf.transpose(-1, -2).contiguous().transpose(-1, -2)):
+        out = deep_gemm.get_mn_major_tma_aligned_tensor(src)
+        pad = (shape[-2] + 3) // 4 * 4
+        assert out.stride()[-2:] == (1, pad) and torch.equal(out, sf)
 
 
 def test_mn_major_layout_helper_on_cpu():

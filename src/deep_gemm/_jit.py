@@ -13,11 +13,12 @@ import torch
 
 INCLUDE_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
 
-# Where the nvidia-* wheels put NVRTC and the CUDA headers, per CUDA major:
-# (library glob, include dirs), relative to site-packages/nvidia.
+# Where the nvidia-* wheels put NVRTC and the CUDA headers, per CUDA major,
+# relative to site-packages/nvidia: (library glob, ((include dir, marker), ...)).
+# A dir counts only where its marker exists: several wheels share cu13/include.
 _WHEEL_LAYOUTS = (
-    ("cu13/lib/libnvrtc.so.13*", ("cu13/include", "cu13/include/cccl")),
-    ("cuda_nvrtc/lib/libnvrtc.so.12*", ("cuda_runtime/include", "cuda_cccl/include")),
+    ("cu13/lib/libnvrtc.so.13*", (("cu13/include", "cuda_bf16.h"), ("cu13/include/cccl", "cuda/std"))),
+    ("cuda_nvrtc/lib/libnvrtc.so.12*", (("cuda_runtime/include", "cuda_bf16.h"), ("cuda_cccl/include", "cuda/std"))),
 )
 
 
@@ -29,14 +30,34 @@ def _nvidia_roots() -> list[str]:
     return list(spec.submodule_search_locations or []) if spec else []
 
 
+def _find_lib(roots: list[str], pattern: str) -> str:
+    for root in roots:
+        hits = sorted(p for p in glob.glob(os.path.join(root, pattern)) if "builtins" not in p)
+        if hits:
+            return hits[0]
+    return ""
+
+
+def _find_dir(roots: list[str], rel: str, marker: str) -> str:
+    for root in roots:
+        path = os.path.join(root, rel)
+        if os.path.exists(os.path.join(path, marker)):
+            return path
+    return ""
+
+
 def find_wheel_nvrtc() -> tuple[str, list[str]]:
-    """(libnvrtc path, header dirs) from the nvidia-* wheels, or ("", [])."""
-    for root in _nvidia_roots():
-        for lib_glob, include_dirs in _WHEEL_LAYOUTS:
-            libs = sorted(p for p in glob.glob(os.path.join(root, lib_glob)) if "builtins" not in p)
-            dirs = [os.path.join(root, d) for d in include_dirs]
-            if libs and all(os.path.isdir(d) for d in dirs):
-                return libs[0], dirs
+    """(libnvrtc path, header dirs) from the nvidia-* wheels, or ("", []).
+
+    ``nvidia`` is a namespace package: NVRTC and the header wheels may sit in
+    different site-packages directories, so each piece is looked up on its own.
+    """
+    roots = _nvidia_roots()
+    for lib_glob, include_dirs in _WHEEL_LAYOUTS:
+        lib = _find_lib(roots, lib_glob)
+        dirs = [_find_dir(roots, rel, marker) for rel, marker in include_dirs]
+        if lib and all(dirs):
+            return lib, dirs
     return "", []
 
 

@@ -2,9 +2,10 @@
 
 The FP8 kernels load per-token (1x128) scales with TMA, so they want them
 MN-major with each column padded to 16 bytes: shape ``[..., mn, k_blocks]``,
-strides ``(..., 1, align(mn, 4))``. These helpers produce that layout with one
-torch copy (a device kernel on CUDA tensors) and return the input itself when it
-is already in the required layout, so passing prepared scales costs nothing.
+strides ``(..., 1, align(mn, 4))``. On CUDA tensors the conversion is our layout
+kernel (op ``get_mn_major_tma_aligned_tensor``); CPU tensors use a torch copy.
+The input itself is returned when it already has the required layout, so passing
+prepared scales costs nothing.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"deep_gemm.get_mn_major_tma_aligned_tensor: sf must be torch.float32 on SM90, got {sf.dtype}")
     if _is_mn_major_tma_aligned(sf):
         return sf
+    if sf.device.type != "cpu":  # CUDA (the layout kernel) and meta (shapes only)
+        return torch.ops.deep_gemm.get_mn_major_tma_aligned_tensor(sf)
     *batch, mn, kb = sf.shape
     storage = torch.empty((*batch, kb, _align(mn, 4)), dtype=sf.dtype, device=sf.device)
     out = storage.transpose(-1, -2)[..., :mn, :]

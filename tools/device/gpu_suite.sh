@@ -5,15 +5,17 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 DG_JIT_CACHE_DIR=/tmp/dgcache
-python3 -m pip install -q --no-deps --no-index --target /tmp/site dist/*.whl || exit 1
+python3 -m pip install -q --no-deps --no-index --target /tmp/site dist/*.whl .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site
 python3 -c "import sys, torch, deep_gemm as dg; print(sys.version.split()[0], torch.__version__, dg.__version__, 'num_sms', dg.get_num_sms(), torch.cuda.get_device_name())"
 cd tests
 echo "== GPU tests (nvcc)"
-python3 -m pytest -q -p no:cacheprovider -m gpu -x ${1:+-k "$1"} 2>&1 | tail -25 | tee "$OUT/pytest_nvcc.txt"
+python3 -m pytest -q -p no:cacheprovider -m gpu ${1:+-k "$1"} 2>&1 | tee "$OUT/pytest_nvcc.txt" | tail -15
 echo "== NVRTC backend"
 DG_JIT_USE_NVRTC=1 DG_JIT_CACHE_DIR=/tmp/dgcache_nvrtc python3 -m pytest -q -p no:cacheprovider -m gpu \
-  -k "deterministic or 1d1d or layout_views" 2>&1 | tail -4
+  -k "deterministic or 1d1d or layout_views or 4097" 2>&1 | tee "$OUT/pytest_nvrtc.txt" | tail -6
+echo "== kernel speed by backend"
+for nvrtc in 0 1; do DG_JIT_USE_NVRTC=$nvrtc DG_JIT_CACHE_DIR=/tmp/dgcache_b$nvrtc python3 ../tools/device/backend_speed.py; done
 cd ..
 echo "== SASS"
 for f in $(ls /tmp/dgcache/cache/*/kernel.cubin | head -3); do

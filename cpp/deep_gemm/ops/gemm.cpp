@@ -1,6 +1,6 @@
-// Ops: dense FP8 GEMM (API.md P0). One op, `fp8_gemm_nt`; the nn/tn/tt forms
-// and the (tensor, scale) pairs, recipes and scale-layout conversion are views
-// and conveniences in deep_gemm/_C.py. The output dtype picks the kernel:
+// Ops: dense FP8 GEMM (API.md P0). One op, `fp8_gemm_nt`; the nn/tn/tt forms,
+// the (tensor, scale) pairs and recipes are views and conveniences in
+// deep_gemm/_C.py. Scale layouts are converted here, on the GPU, when needed. The output dtype picks the kernel:
 //   d bf16  -> 1D2D: SFA 1x128 per token, SFB 128x128 per block, c must be None
 //   d fp32  -> 1D1D: SFA and SFB 1x128, d = c + A @ B^T (c may be d itself)
 #include <torch/csrc/stable/library.h>
@@ -9,6 +9,7 @@
 #include <string>
 
 #include "../launch/sm90_fp8_gemm.hpp"
+#include "../torch/sf_layout.hpp"
 #include "../torch/tensor_checks.hpp"
 
 namespace deep_gemm::ops {
@@ -17,7 +18,6 @@ namespace {
 constexpr const char* kOp = "fp8_gemm_nt";
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t align4(int64_t a) { return (a + 3) / 4 * 4; }
 
 struct CompiledDims {
   bool m = false, n = false, k = false;
@@ -34,17 +34,14 @@ CompiledDims parse_compiled_dims(const std::string& dims) {
   return out;
 }
 
-// Scale factors the kernels read through TMA: fp32, MN-major, each column
-// padded to a multiple of 4 rows (16 bytes). deep_gemm/_C.py converts other
-// layouts; direct callers of the op get this error instead.
-void check_mn_major_sf(const ArgChecker& chk, const Tensor& sf, const char* name, int64_t mn, int64_t k_blocks) {
+// Per-row (1x128) scale factors: fp32 [mn, ceil(K/128)] in any layout; they
+// are brought into the MN-major, TMA-aligned layout the kernels load only when
+// they are not in it already (torch/sf_layout.hpp).
+void check_row_sf(const ArgChecker& chk, const Tensor& sf, const char* name, int64_t mn, int64_t k_blocks) {
   chk.dtype({sf, name}, ScalarType::Float);
   chk.dim({sf, name}, 2);
   chk.size({sf, name}, 0, mn, "rows of the operand");
   chk.size({sf, name}, 1, k_blocks, "ceil(K / 128)");
-  check_arg((sf.stride(0) == 1 || mn == 1) && (sf.stride(1) == align4(mn) || k_blocks == 1), kOp, name,
-            " must be MN-major and TMA-aligned (strides (1, ", align4(mn), ")), got strides ", stride_str(sf),
-            "; convert it with deep_gemm.transform_sf_into_required_layout or get_mn_major_tma_aligned_tensor");
 }
 
 void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::optional<Tensor> c, std::string compiled_dims) {
@@ -66,9 +63,9 @@ void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::opti
             "d must be torch.bfloat16 (1D2D kernel) or torch.float32 (1D1D kernel, accumulating into c), got ",
             dtype_name(d.scalar_type()));
   const int64_t k_blocks = k / 128;
-  check_mn_major_sf(chk, sfa, "sfa", m, k_blocks);
+  check_row_sf(chk, sfa, "sfa", m, k_blocks);
   if (fp32_out) {
-    check_mn_major_sf(chk, sfb, "sfb", n, k_blocks);
+    check_row_sf(chk, sfb, "sfb", n, k_blocks);
   } else {
     check_arg(!c.has_value(), kOp, "c (accumulation) needs an fp32 d and 1x128 scales for B (recipe (1, 1, 128)); "
               "d is torch.bfloat16");
@@ -76,7 +73,6 @@ void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::opti
     chk.dim({sfb, "sfb"}, 2);
     chk.size({sfb, "sfb"}, 0, ceil_div(n, 128), "ceil(N / 128): one scale per 128x128 block of B");
     chk.size({sfb, "sfb"}, 1, k_blocks, "ceil(K / 128)");
-    check_arg(sfb.is_contiguous(), kOp, "sfb must be contiguous (row-major), got strides ", stride_str(sfb));
   }
   if (c.has_value()) {
     chk.dtype({*c, "c"}, ScalarType::Float);
@@ -100,6 +96,10 @@ void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::opti
 
   if (is_meta(d) || m == 0 || n == 0) return;  // shape-only run, or nothing to compute
 
+  // Scale layouts as the kernels load them (a no-op when the caller prepared them).
+  const Tensor sfa_k = mn_major_tma_aligned(sfa, kOp);
+  const Tensor sfb_k = fp32_out ? mn_major_tma_aligned(sfb, kOp) : (sfb.is_contiguous() ? sfb : torch::stable::contiguous(sfb));
+
   launch::Sm90Fp8Problem p;
   p.fp32_out = fp32_out;
   p.m = static_cast<int>(m);
@@ -111,8 +111,8 @@ void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::opti
   p.device = a.get_device_index();
   p.a = a.data_ptr();
   p.b = b.data_ptr();
-  p.sfa = sfa.data_ptr();
-  p.sfb = sfb.data_ptr();
+  p.sfa = sfa_k.data_ptr();
+  p.sfb = sfb_k.data_ptr();
   p.c = c.has_value() ? c->data_ptr() : nullptr;
   p.d = d.data_ptr();
   p.lda_bytes = static_cast<uint64_t>(a.stride(0));

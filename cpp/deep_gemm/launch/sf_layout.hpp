@@ -1,0 +1,68 @@
+// Launcher of the scale-factor layout kernel (cuda/deep_gemm/impls/sf_layout.cuh):
+// one tiny JIT kernel per device, loaded on first use and then kept.
+#pragma once
+
+#include <deep_jit/deep_jit.hpp>
+
+#include <array>
+#include <atomic>
+#include <mutex>
+
+#include "../runtime/jit.hpp"
+
+namespace deep_gemm::launch {
+
+struct MnMajorSfProblem {
+  const float* in = nullptr;
+  float* out = nullptr;
+  int64_t groups = 1, mn = 0, kb = 0;
+  int64_t stride_g = 0, stride_mn = 0, stride_k = 0;
+  int64_t out_ld = 0;  // align(mn, 4)
+  int device = 0;
+};
+
+class MnMajorSfLauncher {
+ public:
+  static MnMajorSfLauncher& get() {
+    static MnMajorSfLauncher instance;
+    return instance;
+  }
+
+  void run(const MnMajorSfProblem& p) {
+    constexpr unsigned kThreads = 256;
+    deep_jit::LaunchConfig lc;
+    lc.grid[0] = static_cast<unsigned>((p.out_ld + kThreads - 1) / kThreads);
+    lc.grid[1] = static_cast<unsigned>(p.kb);
+    lc.grid[2] = static_cast<unsigned>(p.groups);
+    lc.block[0] = kThreads;
+    deep_jit::launch(kernel(p.device), lc, p.in, p.out, static_cast<uint32_t>(p.mn), static_cast<uint32_t>(p.kb),
+                     p.stride_g, p.stride_mn, p.stride_k, static_cast<uint32_t>(p.out_ld));
+  }
+
+ private:
+  static constexpr int kMaxDevices = 64;
+
+  const deep_jit::Kernel& kernel(int device) {
+    check_arg(device >= 0 && device < kMaxDevices, "get_mn_major_tma_aligned_tensor", "device index ", device,
+              " out of range");
+    if (const auto* k = kernels_[device].load(std::memory_order_acquire)) return *k;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!kernels_[device].load(std::memory_order_relaxed)) {
+      auto src = JitContext::get().source(
+          "sf_mn_major",
+          "#include <deep_gemm/impls/sf_layout.cuh>\n\n"
+          "extern \"C\" __global__ void __launch_bounds__(256)\n"
+          "dg_entry(const float* in, float* out, uint32_t mn, uint32_t kb, int64_t stride_g, int64_t stride_mn,\n"
+          "         int64_t stride_k, uint32_t out_ld) {\n"
+          "    deep_gemm::mn_major_sf_impl(in, out, mn, kb, stride_g, stride_mn, stride_k, out_ld);\n}\n",
+          "dg_entry");
+      kernels_[device].store(&deep_jit::Runtime::get().load(src, device), std::memory_order_release);
+    }
+    return *kernels_[device].load(std::memory_order_relaxed);
+  }
+
+  std::mutex mu_;
+  std::array<std::atomic<const deep_jit::Kernel*>, kMaxDevices> kernels_{};
+};
+
+}  // namespace deep_gemm::launch

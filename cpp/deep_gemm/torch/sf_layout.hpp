@@ -1,0 +1,62 @@
+// Scale factors in the layout the SM90 GEMMs load: fp32, MN-major, each column
+// padded to a multiple of 4 rows (16 bytes). Shared by the GEMM ops (which
+// convert on the fly, as upstream does) and the get_mn_major_tma_aligned_tensor op.
+#pragma once
+
+#include <torch/csrc/stable/ops.h>
+
+#include "../launch/sf_layout.hpp"
+#include "tensor_checks.hpp"
+
+namespace deep_gemm {
+
+inline int64_t tma_align4(int64_t x) { return (x + 3) / 4 * 4; }
+
+// True when sf ([mn, kb] or [g, mn, kb]) already has the required strides.
+inline bool is_mn_major_tma_aligned(const Tensor& sf) {
+  const int64_t r = sf.dim();
+  const int64_t mn = sf.size(r - 2), kb = sf.size(r - 1), pad = tma_align4(mn);
+  const bool inner = (sf.stride(r - 2) == 1 || mn <= 1) && (sf.stride(r - 1) == pad || kb <= 1);
+  return inner && (r == 2 || sf.size(0) <= 1 || sf.stride(0) == pad * kb);
+}
+
+inline void check_sf(const Tensor& sf, const char* op) {
+  check_arg(sf.dim() == 2 || sf.dim() == 3, op, "scale factors must be 2-D or 3-D, got shape ", shape_str(sf));
+  check_arg(sf.scalar_type() == ScalarType::Float, op, "scale factors must be torch.float32 on SM90, got ",
+            dtype_name(sf.scalar_type()));
+}
+
+// A converted copy of `sf`: a view over fresh storage [g, kb, pad], filled by
+// the layout kernel on the current stream.
+inline Tensor mn_major_tma_aligned_copy(const Tensor& sf, const char* op) {
+  check_sf(sf, op);
+  const bool batched = sf.dim() == 3;
+  const int64_t g = batched ? sf.size(0) : 1, mn = sf.size(batched), kb = sf.size(batched + 1), pad = tma_align4(mn);
+  std::vector<int64_t> storage_shape = batched ? std::vector<int64_t>{g, kb, pad} : std::vector<int64_t>{kb, pad};
+  Tensor storage = torch::stable::new_empty(sf, storage_shape);
+  Tensor transposed = torch::stable::transpose(storage, batched, batched + 1);
+  Tensor out = torch::stable::narrow(transposed, batched, 0, mn);
+  if (is_meta(sf) || sf.numel() == 0) return out;
+  check_arg(sf.is_cuda(), op, "scale factors must be a CUDA tensor here, got one on ", sf.is_cpu() ? "the CPU" : "another device");
+  launch::MnMajorSfProblem p;
+  p.in = static_cast<const float*>(sf.data_ptr());
+  p.out = static_cast<float*>(storage.data_ptr());
+  p.groups = g;
+  p.mn = mn;
+  p.kb = kb;
+  p.stride_g = batched ? sf.stride(0) : 0;
+  p.stride_mn = sf.stride(batched);
+  p.stride_k = sf.stride(batched + 1);
+  p.out_ld = pad;
+  p.device = sf.get_device_index();
+  launch::MnMajorSfLauncher::get().run(p);
+  return out;
+}
+
+// `sf` itself when it already has the required layout, else a converted copy.
+inline Tensor mn_major_tma_aligned(const Tensor& sf, const char* op) {
+  check_sf(sf, op);
+  return is_mn_major_tma_aligned(sf) ? sf : mn_major_tma_aligned_copy(sf, op);
+}
+
+}  // namespace deep_gemm
