@@ -8,6 +8,7 @@
 #   deep_gemm::get_device_sm_count() -> int
 #   deep_gemm::get_ignore_compile_dims() -> bool
 #   deep_gemm::get_mk_alignment_for_contiguous_layout() -> int
+#   deep_gemm::get_mn_major_tma_aligned_tensor(Tensor sf) -> Tensor
 #   deep_gemm::get_num_sms() -> int
 #   deep_gemm::get_pdl() -> bool
 #   deep_gemm::get_tc_util() -> int
