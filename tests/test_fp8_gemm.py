@@ -233,3 +233,47 @@ def test_fp8_gemm_m_zero_is_noop():
     (a, sfa), (b, sfb) = _quantized(1, 256, 512)
     d = torch.empty(0, 256, device="cuda", dtype=torch.bfloat16)
     deep_gemm.fp8_gemm_nt((a[:0], sfa[:0]), (b, sfb), d)
+
+
+_CLUSTER_CHILD = """
+import torch, deep_gemm
+from deep_gemm.testing import calc_diff
+from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
+m, n, k = 4096, 7168, 2048
+a = per_token_cast_to_fp8(torch.randn(m, k, device="cuda"), use_ue8m0=False)
+b = per_block_cast_to_fp8(torch.randn(n, k, device="cuda"), use_ue8m0=False)
+ref = (a[0].float() * a[1].repeat_interleave(128, 1)) @ (
+    b[0].float() * b[1].repeat_interleave(128, 0).repeat_interleave(128, 1)[:n, :k]).t()
+d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+deep_gemm.fp8_gemm_nt(a, b, d)
+eager = calc_diff(d, ref).item()
+g = torch.cuda.CUDAGraph()
+d2 = torch.full_like(d, float("nan"))
+s = torch.cuda.Stream()
+with torch.cuda.stream(s), torch.cuda.graph(g, stream=s):
+    deep_gemm.fp8_gemm_nt(a, b, d2)
+g.replay()
+torch.cuda.synchronize()
+info = deep_gemm.get_jit()
+print("RESULT", eager, calc_diff(d2, ref).item(), info.backend, ",".join(info.loaded_kernels))
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["nvcc", "nvrtc"])
+def test_cluster_multicast_kernel_in_and_out_of_graph(backend, tmp_path):
+    """A cluster-2 kernel (TMA multicast, > 48 KiB dynamic shared memory) built by
+    either JIT backend runs correctly eagerly and replayed from a CUDA graph."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, DG_SM90_FP8_CLUSTER="2", DG_JIT_CACHE_DIR=str(tmp_path),
+               DG_JIT_USE_NVRTC="1" if backend == "nvrtc" else "0")
+    out = subprocess.run([sys.executable, "-c", _CLUSTER_CHILD], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    line = next(x for x in out.stdout.splitlines() if x.startswith("RESULT"))
+    _, eager, graphed, used_backend, kernels = line.split(" ", 4)
+    assert used_backend == backend
+    assert "_c2_" in kernels, kernels
+    assert float(eager) < 1e-3 and float(graphed) < 1e-3, line

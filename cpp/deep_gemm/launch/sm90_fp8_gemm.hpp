@@ -62,8 +62,27 @@ inline bool print_configs() {
   return on;
 }
 
+// DG_SM90_FP8_CLUSTER=1|2 forces the cluster size (2 = TMA multicast of A in
+// CTA pairs); unset, the heuristics choose, and they leave multicast out since it
+// measured slower than cluster 1 so far (docs/NOTES.md). For tuning and for
+// testing the cluster path.
+inline int forced_cluster() {
+  static const int value = [] {
+    const char* v = std::getenv("DG_SM90_FP8_CLUSTER");
+    if (!v || !*v) return 0;
+    const std::string s(v);
+    if (s != "1" && s != "2")
+      throw std::runtime_error("deep_gemm: DG_SM90_FP8_CLUSTER must be 1 or 2, got '" + s + "'");
+    return s == "2" ? 2 : 1;
+  }();
+  return value;
+}
+
 inline h::Sm90Fp8GemmConfig choose_config(const ConfigKey& key, int max_smem) {
-  for (const auto& c : h::rank_sm90_fp8_gemm_configs(key.m, key.n, key.k, key.num_sms, key.fp32_out, max_smem)) {
+  const int cluster = forced_cluster();
+  for (const auto& c : h::rank_sm90_fp8_gemm_configs(key.m, key.n, key.k, key.num_sms, key.fp32_out, max_smem,
+                                                     cluster == 2)) {
+    if (cluster != 0 && c.cluster != cluster) continue;
     if (c.block_m % key.mult_m == 0 && c.block_n % key.mult_n == 0) return c;
   }
   throw std::runtime_error(deep_jit::detail::cat("deep_gemm: no SM90 FP8 GEMM configuration has block sizes that are multiples of (",
