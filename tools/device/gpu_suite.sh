@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: install the wheel built on the CPU machine (carry `dist`),
 # then GPU tests, SASS check, NVRTC run, sanitizer, and the benchmark.
-#   usage (device tool): bash tools/device/gpu_suite.sh [pytest -k expr]
+#   usage (device tool): [DG_BENCH_SUITES="fp8 grouped"] bash tools/device/gpu_suite.sh [pytest -k expr]
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 DG_JIT_CACHE_DIR=/tmp/dgcache
@@ -34,5 +34,7 @@ for m, n, k in [(129, 576, 512), (7, 2112, 1024)]:
 torch.cuda.synchronize(); print("sanitizer script done")
 PY
 timeout 240 compute-sanitizer --tool memcheck python3 /tmp/san.py 2>&1 | tail -3
-echo "== bench"
-python3 -m deep_gemm.bench --suite fp8 --json "$OUT/bench_fp8.json" 2>&1 | tail -32
+for suite in ${DG_BENCH_SUITES:-fp8}; do
+  echo "== bench $suite"
+  python3 -m deep_gemm.bench --suite "$suite" --json "$OUT/bench_$suite.json" 2>&1 | tail -32
+done
