@@ -259,3 +259,20 @@ fp8_fp4_gemm_nt = fp8_gemm_nt
 fp8_fp4_gemm_nn = fp8_gemm_nn
 fp8_fp4_gemm_tn = fp8_gemm_tn
 fp8_fp4_gemm_tt = fp8_gemm_tt
+
+
+# ---- m-grouped FP8 GEMM (MoE) --------------------------------------------------------
+
+from ._grouped import (  # noqa: E402
+    fp8_m_grouped_gemm_nt_masked,
+    m_grouped_fp8_gemm_nn_contiguous,
+    m_grouped_fp8_gemm_nt_contiguous,
+    m_grouped_fp8_gemm_nt_masked,
+)
+
+__all__ += [
+    "m_grouped_fp8_gemm_nt_contiguous",
+    "m_grouped_fp8_gemm_nn_contiguous",
+    "m_grouped_fp8_gemm_nt_masked",
+    "fp8_m_grouped_gemm_nt_masked",
+]

@@ -17,6 +17,9 @@
 #   deep_gemm::jit_build(str name, str code, str entry) -> str
 #   deep_gemm::jit_configure(str include_root, str nvrtc_library, str[] nvrtc_include_dirs) -> ()
 #   deep_gemm::jit_info() -> (str[], str, str, str, str[], int[])
+#   deep_gemm::m_grouped_fp8_gemm_build(str layout, int m, int n, int k, int num_groups, int expected_m, int num_sms, str compiled_dims) -> str
+#   deep_gemm::m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor grouped_layout, str compiled_dims="nk", bool use_psum_layout=False, int? expected_m_for_psum_layout=None) -> ()
+#   deep_gemm::m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor masked_m, int expected_m, str compiled_dims="nk") -> ()
 #   deep_gemm::set_block_size_multiple_of(int block_m, int block_n) -> ()
 #   deep_gemm::set_ignore_compile_dims(bool ignore) -> ()
 #   deep_gemm::set_mk_alignment_for_contiguous_layout(int alignment) -> ()
@@ -65,6 +68,10 @@ def fp8_gemm_tt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, tor
     """:func:`fp8_gemm_nt` with A given as ``[K, M]`` (B as in nt); A must be a transposed"""
     ...
 
+def fp8_m_grouped_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, masked_m: torch.Tensor, expected_m: int, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False) -> None:
+    """MoE grouped GEMM with a fixed slot per group: ``d[g, :masked_m[g]] = A[g, :masked_m[g]] @ B[g]^T``."""
+    ...
+
 def get_jit() -> deep_gemm._jit.JitInfo:
     """Cache roots, compiler backend and version, and the kernels loaded so far."""
     ...
@@ -92,6 +99,18 @@ def get_theoretical_mk_alignment_for_contiguous_layout(expected_m: int | None = 
 
 def get_tma_aligned_size(x: int, element_size: int) -> int:
     """``x`` rounded up so ``x * element_size`` is a multiple of 16 bytes (TMA strides)."""
+    ...
+
+def m_grouped_fp8_gemm_nn_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, grouped_layout: torch.Tensor, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, use_psum_layout: bool = False, expected_m_for_psum_layout: Optional[int] = None) -> None:
+    """:func:`m_grouped_fp8_gemm_nt_contiguous` with B given as ``[G, K, N]`` and SFB as"""
+    ...
+
+def m_grouped_fp8_gemm_nt_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, grouped_layout: torch.Tensor, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, use_psum_layout: bool = False, expected_m_for_psum_layout: Optional[int] = None) -> None:
+    """MoE grouped GEMM, groups back to back along M: ``d[rows of g] = A[rows of g] @ B[g]^T``."""
+    ...
+
+def m_grouped_fp8_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, masked_m: torch.Tensor, expected_m: int, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False) -> None:
+    """MoE grouped GEMM with a fixed slot per group: ``d[g, :masked_m[g]] = A[g, :masked_m[g]] @ B[g]^T``."""
     ...
 
 def set_block_size_multiple_of(block_size_multiple_of: int | tuple[int, int]) -> None:

@@ -1,6 +1,7 @@
 """Compile kernels into the JIT cache ahead of time, without a GPU.
 
     python -m deep_gemm.warmup --num-sms 132 --suite fp8
+    python -m deep_gemm.warmup --num-sms 132 --suite grouped
     python -m deep_gemm.warmup --num-sms 132 --shape 4096,7168,16384 --shape 128,2112,7168:fp32
 
 For deployment images and CI: the kernels land in DG_JIT_CACHE_DIR exactly as
@@ -16,6 +17,16 @@ import time
 # The nine dense FP8 shapes of BENCH.md (M, N, K).
 FP8_SUITE = [(m, n, k) for m in (128, 4096) for (n, k) in ((2112, 7168), (24576, 1536), (7168, 16384), (4096, 7168))]
 FP8_SUITE.append((4096, 7168, 2048))
+
+# The grouped sets of BENCH.md. Contiguous: (layout, groups, rows per group, N, K), costed
+# as M_sum = groups * rows (the kernel choice is stable around it); masked: (layout, groups,
+# expected rows per group, max rows per group, N, K).
+GROUPED_SUITE = [
+    ("contiguous", 4, 8192, 4096, 7168),
+    ("contiguous", 8, 4096, 7168, 2048),
+    ("masked", 32, 192, 4096, 4096, 7168),
+    ("masked", 6, 1024, 4096, 7168, 3072),
+]
 
 
 def _parse_shape(text: str) -> tuple[int, int, int, bool]:
@@ -34,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--arch", default="sm_90a", help="target architecture (only sm_90a is supported)")
     ap.add_argument("--num-sms", type=int, required=True, help="SM count of the target GPU (132 on H100/H200 SXM)")
-    ap.add_argument("--suite", choices=["fp8"], action="append", default=[], help="a benchmark suite's shapes")
+    ap.add_argument("--suite", choices=["fp8", "grouped"], action="append", default=[], help="a benchmark suite's shapes")
     ap.add_argument("--shape", type=_parse_shape, action="append", default=[], help="M,N,K[:fp32]")
     ap.add_argument("--compiled-dims", default="nk")
     args = ap.parse_args(argv)
@@ -43,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     shapes = list(args.shape)
     if "fp8" in args.suite:
         shapes += [(m, n, k, False) for (m, n, k) in FP8_SUITE]
-    if not shapes:
+    grouped = GROUPED_SUITE if "grouped" in args.suite else []
+    if not shapes and not grouped:
         ap.error("nothing to compile: give --suite and/or --shape")
 
     import torch
@@ -58,7 +70,21 @@ def main(argv: list[str] | None = None) -> int:
         status = "cached" if name in seen else f"{time.perf_counter() - t0:6.2f} s"
         seen.add(name)
         print(f"{m:>6} x {n:>6} x {k:>6} {'fp32' if fp32 else 'bf16'}  {status}  {name}  {path}", flush=True)
-    print(f"warmup: {len(seen)} kernels for {len(shapes)} shapes in {time.perf_counter() - t_all:.1f} s", file=sys.stderr)
+    for entry in grouped:
+        t0 = time.perf_counter()
+        if entry[0] == "masked":
+            _, g, expected_m, max_m, n, k = entry
+            m, label = max_m, f"masked {g} x ~{expected_m}/{max_m}"
+        else:
+            _, g, expected_m, n, k = entry
+            m, expected_m, label = g * expected_m, 0, f"contiguous {g} x ~{entry[2]}"
+        name, path = torch.ops.deep_gemm.m_grouped_fp8_gemm_build(
+            entry[0], m, n, k, g, expected_m, args.num_sms, args.compiled_dims).split("\t")
+        status = "cached" if name in seen else f"{time.perf_counter() - t0:6.2f} s"
+        seen.add(name)
+        print(f"{label:>24} x {n:>6} x {k:>6} bf16  {status}  {name}  {path}", flush=True)
+    total = len(shapes) + len(grouped)
+    print(f"warmup: {len(seen)} kernels for {total} shapes in {time.perf_counter() - t_all:.1f} s", file=sys.stderr)
     return 0
 
 

@@ -65,6 +65,7 @@ struct Sm90Fp8GemmConfig {
     int num_threads = 384;       // math + one TMA producer warpgroup
     int swizzle_d = 0;           // 1D2D: TMA swizzle of the D staging tile (bytes)
     bool mma_overlap = false;    // 1D2D: two K blocks in flight per warpgroup (block_n <= 128)
+    int gemm_type = 0;           // 1D2D: 0 dense, else an Sm90GroupedType (m-grouped MoE)
     double est_cycles = 0.0;     // model estimate used for the choice
 };
 
@@ -108,9 +109,10 @@ inline double sm90_fp8_multicast_fraction(int num_m, int num_n, int group_n) {
 //   loads:   L2 -> SM ~64 B/clk per SM; multicast halves A for the pairs that share it.
 //   tiles:   waves of grid_x tiles, ~400 clk of epilogue per tile, ~1500 clk of fill.
 //   DRAM:    ~2150 B/clk for the whole GPU (4.3 TB/s at ~2 GHz), a floor.
-inline double sm90_fp8_estimate_cycles(const Sm90Fp8GemmConfig& c, int m, int n, int k) {
+// num_groups > 1 (m-grouped): `num_groups` independent m x n x k problems sharing the grid.
+inline double sm90_fp8_estimate_cycles(const Sm90Fp8GemmConfig& c, int m, int n, int k, int num_groups = 1) {
     const int num_m = sm90_fp8_ceil_div(m, c.block_m), num_n = sm90_fp8_ceil_div(n, c.block_n);
-    const long tiles = static_cast<long>(num_m) * num_n;
+    const long tiles = static_cast<long>(num_m) * num_n * num_groups;
     const long waves = (tiles + c.grid_x - 1) / c.grid_x;
     const int num_wg = c.block_m / 64;
     const double wgmma = 4.0 * std::max(c.block_n / 2.0, 16.0);
@@ -130,7 +132,7 @@ inline double sm90_fp8_estimate_cycles(const Sm90Fp8GemmConfig& c, int m, int n,
     const double tile = (k / 128) * per_k_block + 400.0;
     const double out_bytes = c.kind == Sm90Fp8Kind::k1D1D ? 8.0 : 2.0;  // 1D1D reads C too
     const double dram = (static_cast<double>(m) * k + static_cast<double>(n) * k +
-                         static_cast<double>(m) * n * out_bytes) / 2150.0;
+                         static_cast<double>(m) * n * out_bytes) * num_groups / 2150.0;
     return std::max(waves * tile + 1500.0, dram);
 }
 
@@ -141,7 +143,7 @@ inline double sm90_fp8_estimate_cycles(const Sm90Fp8GemmConfig& c, int m, int n,
 // automatic choice does not take them until that changes.
 inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_gemm_configs(int m, int n, int k, int num_sms, bool fp32_out,
                                                                  int max_smem_bytes = kSm90MaxSmemBytes,
-                                                                 bool allow_cluster2 = false) {
+                                                                 bool allow_cluster2 = false, int num_groups = 1) {
     const Sm90Fp8Kind kind = fp32_out ? Sm90Fp8Kind::k1D1D : Sm90Fp8Kind::k1D2D;
     std::vector<Sm90Fp8GemmConfig> all;
     for (int bm : {64, 128}) {
@@ -167,9 +169,9 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_gemm_configs(int m, int n, i
                 if (sm90_fp8_smem_bytes(kind, bm, bn, stages) > max_smem_bytes) continue;
                 c.stages = stages;
                 c.smem_bytes = sm90_fp8_smem_bytes(kind, bm, bn, stages);
-                c.est_cycles = sm90_fp8_estimate_cycles(c, m, n, k);
+                c.est_cycles = sm90_fp8_estimate_cycles(c, m, n, k, num_groups);
                 // Do not launch more CTAs than tiles (keeps tiny problems cheap), cluster-aligned.
-                const long tiles = static_cast<long>(sm90_fp8_ceil_div(m, bm)) * sm90_fp8_ceil_div(n, bn);
+                const long tiles = static_cast<long>(sm90_fp8_ceil_div(m, bm)) * sm90_fp8_ceil_div(n, bn) * num_groups;
                 if (tiles < c.grid_x) c.grid_x = sm90_fp8_align(tiles, cluster);
                 all.push_back(c);
             }
@@ -273,6 +275,96 @@ inline std::vector<Sm90Fp8TensorMapSpec> sm90_fp8_gemm_tensor_maps(const Sm90Fp8
         maps.push_back({"d", Sm90TmaDtype::kBF16, static_cast<uint64_t>(n), static_cast<uint64_t>(m), ld_d * 2,
                         static_cast<uint32_t>(c.swizzle_d / 2), 64, c.swizzle_d});
     }
+    return maps;
+}
+
+// ---------------------------------------------------------------------------------------
+// M-grouped FP8 GEMMs (MoE; API.md P1): the 1D2D kernel with an m-grouped scheduler
+// (cuda/deep_gemm/scheduler/tile_scheduler.cuh). Always cluster 1.
+//
+//   Kernel arguments: (uint32 m, uint32 n, uint32 k, const float* sfb, const int* grouped_layout,
+//                      uint32 num_groups, uint32 align_m, bf16* d, uint32 ld_d /*elements*/,
+//                      CUtensorMap a, CUtensorMap b, CUtensorMap sfa, CUtensorMap d)
+//   m: M_sum (contiguous, psum) or max rows per group (masked). Tensor maps:
+//   sm90_fp8_grouped_tensor_maps. grid = {cfg.grid_x}: masked and psum launch every SM
+//   (their tile count lives on the GPU).
+// ---------------------------------------------------------------------------------------
+enum class Sm90GroupedType : int { kContiguous = 1, kMasked = 2, kContiguousPsum = 3 };
+
+inline const char* sm90_grouped_type_name(int t) {
+    switch (t) {
+        case 1: return "kMGroupedContiguous";
+        case 2: return "kMGroupedMasked";
+        case 3: return "kMGroupedContiguousPsum";
+        default: return "kNormal";
+    }
+}
+
+// Configurations for `num_groups` groups of about m rows each (m = M_sum and 1 group for
+// the contiguous index layout, which is costed as one GEMM), best first. Contiguous layouts
+// need BLOCK_M to divide the group alignment align_m.
+inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_grouped_configs(int gemm_type, int m, int num_groups, int n,
+                                                                    int k, int num_sms, int align_m,
+                                                                    int max_smem_bytes = kSm90MaxSmemBytes) {
+    std::vector<Sm90Fp8GemmConfig> out;
+    for (auto c : rank_sm90_fp8_gemm_configs(std::max(m, 1), n, k, num_sms, false, max_smem_bytes, false,
+                                             std::max(num_groups, 1))) {
+        if (c.cluster != 1) continue;
+        if (gemm_type != static_cast<int>(Sm90GroupedType::kMasked) && align_m % c.block_m != 0) continue;
+        c.gemm_type = gemm_type;
+        if (gemm_type != static_cast<int>(Sm90GroupedType::kContiguous)) c.grid_x = num_sms;
+        out.push_back(c);
+    }
+    return out;
+}
+
+inline std::string sm90_fp8_grouped_source(const Sm90Fp8GemmConfig& c, int compiled_m, int compiled_n,
+                                           int compiled_k) {
+    const std::string targs = std::to_string(compiled_m) + "u, " + std::to_string(compiled_n) + "u, " +
+                              std::to_string(compiled_k) + "u, " + std::to_string(c.block_m) + "u, " +
+                              std::to_string(c.block_n) + "u, " + std::to_string(c.stages) + "u, 1u, " +
+                              std::to_string(c.group_n) + "u, " + (c.mma_overlap ? "true" : "false") +
+                              ", deep_gemm::GemmType::" + sm90_grouped_type_name(c.gemm_type);
+    std::string s;
+    s += "#include <deep_gemm/impls/sm90_fp8_gemm_1d2d.cuh>\n\n";
+    s += "extern \"C\" __global__ void __launch_bounds__(384, 1)\n";
+    s += "dg_entry(uint32_t m, uint32_t n, uint32_t k, const float* sfb, const int* grouped_layout,\n"
+         "         uint32_t num_groups, uint32_t align_m, __nv_bfloat16* d, uint32_t ld_d,\n"
+         "         const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,\n"
+         "         const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_d) {\n";
+    s += "    deep_gemm::sm90_fp8_gemm_1d2d_impl<" + targs + ">(\n"
+         "        m, n, k, sfb, &tmap_a, &tmap_b, &tmap_sfa, &tmap_d, grouped_layout, num_groups, align_m, d, ld_d);\n}\n";
+    return s;
+}
+
+inline std::string sm90_fp8_grouped_name(const Sm90Fp8GemmConfig& c, int compiled_m, int compiled_n, int compiled_k) {
+    static const char* tags[] = {"", "mgc", "mgm", "mgp"};
+    const int t = c.gemm_type >= 1 && c.gemm_type <= 3 ? c.gemm_type : 0;
+    return std::string("sm90_fp8_1d2d_") + tags[t] + "_m" + std::to_string(compiled_m) + "n" +
+           std::to_string(compiled_n) + "k" + std::to_string(compiled_k) + "_b" + std::to_string(c.block_m) + "x" +
+           std::to_string(c.block_n) + "_s" + std::to_string(c.stages) + "_g" + std::to_string(c.group_n) +
+           (c.mma_overlap ? "_o" : "");
+}
+
+// Tensor maps of a grouped launch, in argument order (a, b, sfa, d).
+//   rows: rows of A and D as 2-D views (M_sum, or G * max_m for masked)
+//   sfa_rows: rows per SFA column block (M_sum, or max_m for masked); sfa_blocks: outer
+//   extent of SFA seen as [sfa_blocks][align(sfa_rows, 4)] (k/128, or G * k/128 for masked).
+inline std::vector<Sm90Fp8TensorMapSpec> sm90_fp8_grouped_tensor_maps(const Sm90Fp8GemmConfig& c, uint64_t rows,
+                                                                      int n, int k, int num_groups,
+                                                                      uint64_t sfa_rows, uint64_t sfa_blocks,
+                                                                      uint64_t lda_bytes, uint64_t ldb_bytes,
+                                                                      uint64_t ld_d) {
+    const uint64_t sfa_pad = (sfa_rows + 3) / 4 * 4;
+    std::vector<Sm90Fp8TensorMapSpec> maps;
+    maps.push_back({"a", Sm90TmaDtype::kU8, static_cast<uint64_t>(k), rows, lda_bytes, 128,
+                    static_cast<uint32_t>(c.block_m), 128});
+    maps.push_back({"b", Sm90TmaDtype::kU8, static_cast<uint64_t>(k),
+                    static_cast<uint64_t>(n) * static_cast<uint64_t>(num_groups), ldb_bytes, 128,
+                    static_cast<uint32_t>(c.block_n), 128});
+    maps.push_back({"sfa", Sm90TmaDtype::kF32, sfa_pad, sfa_blocks, sfa_pad * 4, static_cast<uint32_t>(c.block_m), 1, 0});
+    maps.push_back({"d", Sm90TmaDtype::kBF16, static_cast<uint64_t>(n), rows, ld_d * 2,
+                    static_cast<uint32_t>(c.swizzle_d / 2), 64, c.swizzle_d});
     return maps;
 }
 

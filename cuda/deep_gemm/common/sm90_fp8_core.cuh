@@ -13,6 +13,22 @@
 #include <deep_gemm/ptx/wgmma.cuh>
 #include <deep_gemm/scheduler/tile_scheduler.cuh>
 
+namespace deep_gemm::ptx {
+
+// Named barrier that also ANDs a predicate over the `count` participating threads:
+// every thread gets true iff `pred` was true in all of them.
+__device__ __forceinline__ bool named_barrier_and(uint32_t id, uint32_t count, bool pred) {
+    uint32_t out;
+    asm volatile("{\n\t.reg .pred q, p;\n\t"
+                 "setp.ne.u32 q, %1, 0;\n\t"
+                 "bar.red.and.pred p, %2, %3, q;\n\t"
+                 "selp.u32 %0, 1, 0, p;\n\t}"
+                 : "=r"(out) : "r"(static_cast<uint32_t>(pred)), "r"(id), "r"(count) : "memory");
+    return out != 0;
+}
+
+}  // namespace deep_gemm::ptx
+
 namespace deep_gemm::sm90 {
 
 constexpr uint32_t kBlockK = 128;           // one scale block of K per pipeline stage
@@ -102,8 +118,12 @@ __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sche
     PipeState<kStages> pipe;
     TileInfo tile;
     while (sched.next(tile)) {
-        const int32_t m0 = static_cast<int32_t>(tile.m_block * kBlockM);
+        // Operand coordinates come from the scheduler (m-grouped variants offset B by the
+        // group and masked SFA by group * k-blocks; kNormal: m_block * BLOCK_M, n0, kb).
+        const int32_t m0 = static_cast<int32_t>(sched.a_row(tile));
         const int32_t n0 = static_cast<int32_t>(tile.n_block * kBlockN);
+        const int32_t b0 = static_cast<int32_t>(sched.b_row(tile, static_cast<uint32_t>(n0)));
+        const int32_t sfa_x = static_cast<int32_t>(sched.sfa_x(tile, static_cast<uint32_t>(m0)));
         for (uint32_t kb = 0; kb < num_k_blocks; ++kb, pipe.advance()) {
             const uint32_t s = pipe.stage;
             ptx::mbar_wait_watchdog(smem.empty(s), pipe.phase ^ 1u);
@@ -120,8 +140,9 @@ __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sche
                     ptx::tma_load_2d(smem.a(s) + r * kSliceM * kBlockK, tmap_a, full, k0,
                                      m0 + static_cast<int32_t>(r * kSliceM));
             }
-            ptx::tma_load_2d(smem.b(s), tmap_b, full, k0, n0);
-            ptx::tma_load_2d(smem.sfa(s), tmap_sfa, full, m0, static_cast<int32_t>(kb));
+            ptx::tma_load_2d(smem.b(s), tmap_b, full, k0, b0);
+            ptx::tma_load_2d(smem.sfa(s), tmap_sfa, full, sfa_x,
+                             static_cast<int32_t>(sched.sfa_y(tile, kb, num_k_blocks)));
             if constexpr (kLoadSfb)
                 ptx::tma_load_2d(smem.sfb(s), tmap_sfb, full, n0, static_cast<int32_t>(kb));
         }

@@ -95,6 +95,64 @@ __device__ __forceinline__ void store_tile_bf16(const float (&result)[kBlockN / 
     }
 }
 
+// Epilogue of the m-grouped variants, where some rows of a tile must stay untouched
+// (contiguous padding rows, rows past masked_m / a psum group's end). row_lo_ok/row_hi_ok:
+// whether this thread's two rows are stored. If the whole 64-row slice is stored (the
+// common case) this is store_tile_bf16; else each thread writes its valid rows straight
+// from registers (bf16 pairs, columns < n; the row pitch ld_d is even).
+template <uint32_t kBlockN>
+__device__ __forceinline__ void store_tile_bf16_rows(const float (&result)[kBlockN / 2], uint8_t* stage_wg,
+                                                     const CUtensorMap* tmap_d, uint32_t wg, uint32_t m0,
+                                                     uint32_t n0, bool row_lo_ok, bool row_hi_ok,
+                                                     __nv_bfloat16* d, uint32_t ld_d, uint32_t n) {
+    constexpr uint32_t kSwizzle = epilogue_swizzle_bytes(kBlockN * 2);
+    constexpr uint32_t kAtomBytes = 64 * kSwizzle;
+    static_assert(kSwizzle != 0, "BLOCK_N must be a multiple of 16");
+    const uint32_t thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
+    const uint32_t bar_id = 1 + wg;
+
+    if (thread == 0) ptx::tma_store_wait_read<0>();
+    // Also the barrier that orders the previous tile's store before this tile's stmatrix.
+    const bool all_rows = ptx::named_barrier_and(bar_id, 128, row_lo_ok && row_hi_ok);
+    if (!all_rows) {
+        const uint32_t row_lo = m0 + wg * 64 + warp * 16 + lane / 4;
+#pragma unroll
+        for (uint32_t j = 0; j < kBlockN / 8; ++j) {
+            const uint32_t col = n0 + j * 8 + (lane % 4) * 2;
+            if (col >= n) continue;
+            if (row_lo_ok)
+                *reinterpret_cast<uint32_t*>(d + static_cast<size_t>(row_lo) * ld_d + col) =
+                    pack_bf16x2(result[4 * j + 0], result[4 * j + 1]);
+            if (row_hi_ok)
+                *reinterpret_cast<uint32_t*>(d + static_cast<size_t>(row_lo + 8) * ld_d + col) =
+                    pack_bf16x2(result[4 * j + 2], result[4 * j + 3]);
+        }
+        return;
+    }
+    const uint32_t base = ptx::smem_addr(stage_wg);
+    const uint32_t row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+#pragma unroll
+    for (uint32_t p = 0; p < kBlockN / 16; ++p) {
+        const uint32_t col_byte = p * 32 + (lane / 16) * 16;
+        uint32_t off = (col_byte / kSwizzle) * kAtomBytes + row * kSwizzle + col_byte % kSwizzle;
+        off ^= ((off >> 7) & (kSwizzle / 16 - 1)) << 4;
+        ptx::stmatrix_x4(base + off,
+                         pack_bf16x2(result[8 * p + 0], result[8 * p + 1]),
+                         pack_bf16x2(result[8 * p + 2], result[8 * p + 3]),
+                         pack_bf16x2(result[8 * p + 4], result[8 * p + 5]),
+                         pack_bf16x2(result[8 * p + 6], result[8 * p + 7]));
+    }
+    ptx::fence_proxy_async_smem();
+    ptx::named_barrier_sync(bar_id, 128);
+    if (thread == 0) {
+#pragma unroll
+        for (uint32_t a = 0; a < kBlockN * 2 / kSwizzle; ++a)
+            ptx::tma_store_2d(tmap_d, stage_wg + a * kAtomBytes, static_cast<int32_t>(n0 + a * kSwizzle / 2),
+                              static_cast<int32_t>(m0 + wg * 64));
+        ptx::tma_store_commit();
+    }
+}
+
 }  // namespace sm90_1d2d
 
 // Template parameters:
@@ -105,13 +163,22 @@ __device__ __forceinline__ void store_tile_bf16(const float (&result)[kBlockN / 
 //   kOverlapMma   keep two K blocks in flight per warpgroup (two accumulators): the
 //                 tensor cores run block kb+1 while the warpgroup promotes block kb.
 //                 Needs 3 x BLOCK_N/2 accumulator registers: BLOCK_N <= 128.
+//   kGemmType     kNormal (dense), or an m-grouped MoE variant (scheduler/tile_scheduler.cuh):
+//                 B is [G * N, K], SFB [G, ceil(N/128), K/128]; shape_m is M_sum (contiguous)
+//                 or rows per group (masked: A/D [G * shape_m, .], SFA [G][K/128][align4]);
+//                 grouped_layout / num_groups / align_m feed the scheduler; d / ld_d are the
+//                 output for tiles with rows that must not be written. Unused for kNormal.
 // Block: 128 * (kBlockM / 64 + 1) threads; dynamic smem: Fp8SmemLayout<...>::kDynamicBytes.
 template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
-          uint32_t kStages, uint32_t kCluster, uint32_t kGroupN, bool kOverlapMma = false>
+          uint32_t kStages, uint32_t kCluster, uint32_t kGroupN, bool kOverlapMma = false,
+          GemmType kGemmType = GemmType::kNormal>
 __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32_t shape_n, uint32_t shape_k,
                                                         const float* __restrict__ sfb,
                                                         const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
-                                                        const CUtensorMap* tmap_sfa, const CUtensorMap* tmap_d) {
+                                                        const CUtensorMap* tmap_sfa, const CUtensorMap* tmap_d,
+                                                        const int* grouped_layout = nullptr,
+                                                        uint32_t num_groups = 1, uint32_t align_m = 1,
+                                                        __nv_bfloat16* d = nullptr, uint32_t ld_d = 0) {
     using namespace sm90;
     constexpr uint32_t kNumMathWG = kBlockM / 64;
     constexpr uint32_t kNumMathThreads = kNumMathWG * 128;
@@ -120,7 +187,13 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     static_assert(sm90_1d2d::kAtMostTwoSfbBlocks<kBlockN>, "a tile may span three SFB blocks");
     static_assert(!kOverlapMma || kBlockN <= 128, "two accumulators need BLOCK_N <= 128");
     using Layout = Fp8SmemLayout<kBlockM, kBlockN, kStages, false, kBlockM * kBlockN * 2>;
-    using Scheduler = TileScheduler<GemmType::kNormal, kBlockM, kBlockN, kGroupN, kCluster>;
+    using Scheduler = TileScheduler<kGemmType, kBlockM, kBlockN, kGroupN, kCluster>;
+    // The grouped schedulers keep a group cursor in the producer thread, which spilled at
+    // 40 registers: give it 56 and the math warpgroups 224 (the same 64K-register total:
+    // 128 * (168 - 56) == 256 * (224 - 168); setmaxnreg wants multiples of 8).
+    // kNormal keeps kProducerRegs / kMathRegs.
+    constexpr uint32_t kProdRegs = kGemmType == GemmType::kNormal ? kProducerRegs : 56;
+    constexpr uint32_t kMathRegsHere = kGemmType == GemmType::kNormal ? kMathRegs : 224;
 
     const uint32_t m = shape_dim<kShapeM>(shape_m);
     const uint32_t n = shape_dim<kShapeN>(shape_n);
@@ -142,29 +215,35 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
 
     if (threadIdx.x >= kNumMathThreads) {
         // ---- TMA producer warpgroup ----
-        ptx::setmaxnreg_dec<kProducerRegs>();
+        ptx::setmaxnreg_dec<kProdRegs>();
         if (threadIdx.x == kNumMathThreads)
             producer_loop<Layout, Scheduler, kBlockM, kBlockN, kStages, kCluster, false>(
-                smem, Scheduler(m, n), num_k_blocks, tmap_a, tmap_b, tmap_sfa, nullptr);
+                smem, Scheduler(m, n, grouped_layout, num_groups, align_m), num_k_blocks, tmap_a, tmap_b,
+                tmap_sfa, nullptr);
         __syncwarp();
     } else {
         // ---- math warpgroups ----
-        ptx::setmaxnreg_inc<kMathRegs>();
+        ptx::setmaxnreg_inc<kMathRegsHere>();
         const uint32_t wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
         const uint32_t row_lo = wg * 64 + warp * 16 + lane / 4;  // row_hi = row_lo + 8
-        Scheduler sched(m, n);
+        Scheduler sched(m, n, grouped_layout, num_groups, align_m);
         PipeState<kStages> pipe;
         TileInfo tile;
         float result[kBlockN / 2], acc[kBlockN / 2];
         float acc2[kOverlapMma ? kBlockN / 2 : 1];  // second accumulator (overlap only)
         while (sched.next(tile)) {
-            const uint32_t m0 = tile.m_block * kBlockM, n0 = tile.n_block * kBlockN;
-            // SFB rows of this tile: columns [0, first_cols) use block n0/128, the rest the next.
+            const uint32_t m0 = sched.a_row(tile), n0 = tile.n_block * kBlockN;
+            // SFB rows of this tile: columns [0, first_cols) use block n0/128, the rest the next
+            // (both within this tile's group: the clamp keeps blk1 inside it).
             const uint32_t sfb_blk0 = n0 / 128;
             const uint32_t sfb_blk1 = min(sfb_blk0 + 1, num_sfb_n - 1);
             const uint32_t first_cols = (sfb_blk0 + 1) * 128 - n0;
-            const float* sfb_row0 = sfb + sfb_blk0 * num_k_blocks;
-            const float* sfb_row1 = sfb + sfb_blk1 * num_k_blocks;
+            const float* sfb_group = sfb + sched.group(tile) * num_sfb_n * num_k_blocks;
+            const float* sfb_row0 = sfb_group + sfb_blk0 * num_k_blocks;
+            const float* sfb_row1 = sfb_group + sfb_blk1 * num_k_blocks;
+            // Grouped: which of this thread's two rows are stored (read before the K loop so
+            // the layout loads are off the epilogue's path). Constant true for kNormal.
+            const bool lo_ok = sched.row_valid(tile, m0 + row_lo), hi_ok = sched.row_valid(tile, m0 + row_lo + 8);
 #pragma unroll
             for (uint32_t i = 0; i < kBlockN / 2; ++i) result[i] = 0.0f;
 
@@ -234,7 +313,12 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                     sfb_1 = next_1;
                 }
             }
-            sm90_1d2d::store_tile_bf16<kBlockN>(result, smem.d() + wg * 64 * kBlockN * 2, tmap_d, wg, m0, n0);
+            if constexpr (kGemmType == GemmType::kNormal) {
+                sm90_1d2d::store_tile_bf16<kBlockN>(result, smem.d() + wg * 64 * kBlockN * 2, tmap_d, wg, m0, n0);
+            } else {
+                sm90_1d2d::store_tile_bf16_rows<kBlockN>(result, smem.d() + wg * 64 * kBlockN * 2, tmap_d, wg, m0,
+                                                         n0, lo_ok, hi_ok, d, ld_d, n);
+            }
         }
         if (threadIdx.x % 128 == 0) ptx::tma_store_wait<0>();
     }

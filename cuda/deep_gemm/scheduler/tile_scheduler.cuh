@@ -6,9 +6,22 @@
 // Clusters of 2 CTAs (x-adjacent blocks, gridDim.x even) get tiles t and t^1; when those
 // share an m-block (kGroupN even makes that the common case) the pair multicasts A.
 //
-// Later variants (m-grouped contiguous / masked, k-grouped) plug in as other GemmType
-// values: they change how a tile index maps to (group, m_block, n_block) and which
-// tiles are skipped, not the persistent walk or the cluster pairing.
+// The m-grouped variants (MoE) change how a tile index maps to (group, rows, n-block) and
+// which tiles are skipped, not the persistent walk; they run without clusters. Every
+// grouped quantity below sits behind `if constexpr`, so kNormal compiles to the same code
+// as before they existed.
+//   kMGroupedContiguous      A [M_sum, K]; layout[row] = group of each row, -1 = padding.
+//                            Tiles walk M_sum like a normal GEMM; a tile whose first row
+//                            is padding (or an out-of-range group) is skipped; its group
+//                            is the group of its first row (groups start on multiples of
+//                            an alignment that BLOCK_M divides, so no tile holds two).
+//   kMGroupedContiguousPsum  A [M_sum, K]; layout[g] = end row (exclusive) of group g, which
+//                            starts at align_up(layout[g-1], align_m) (0 for g = 0).
+//   kMGroupedMasked          A [G, shape_m, K] seen as [G*shape_m, K]; layout[g] = rows of
+//                            group g to compute (masked_m), clamped to shape_m.
+// Masked and psum walk the groups in order: virtual tile t belongs to the group whose
+// cumulative tile count passes t. Each CTA's t only grows, so a cursor (group, tile base)
+// moves forward and each CTA reads each group's entry once. Nothing is read on the host.
 #pragma once
 #include <deep_gemm/common/utils.cuh>
 
@@ -16,7 +29,10 @@ namespace deep_gemm {
 
 enum class GemmType : uint32_t {
     kNormal = 0,
-    // kMGroupedContiguous, kMGroupedMasked, kKGrouped: not implemented yet.
+    kMGroupedContiguous = 1,
+    kMGroupedMasked = 2,
+    kMGroupedContiguousPsum = 3,
+    // kKGrouped: not implemented yet.
 };
 
 struct TileInfo {
@@ -24,21 +40,59 @@ struct TileInfo {
     uint32_t n_block;
     bool multicast_a;  // the cluster peer works on the same m-block: A is multicast
     bool peer_alive;   // the cluster peer has a tile this iteration (always true if no cluster)
+    // m-grouped only (unset for kNormal):
+    uint32_t group;    // the expert: selects B's rows and SFB
+    uint32_t m0;       // first row of the tile in A / D (2-D views)
+    uint32_t row_end;  // rows >= row_end are not stored (psum / masked)
 };
 
 template <GemmType kGemmType, uint32_t kBlockM, uint32_t kBlockN, uint32_t kGroupN,
           uint32_t kCluster>
 struct TileScheduler {
-    static_assert(kGemmType == GemmType::kNormal, "only the normal GEMM is implemented");
+    static constexpr bool kGrouped = kGemmType != GemmType::kNormal;
+    static constexpr bool kWalkGroups =
+        kGemmType == GemmType::kMGroupedMasked || kGemmType == GemmType::kMGroupedContiguousPsum;
     static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs");
+    static_assert(!kGrouped || kCluster == 1, "the m-grouped variants run without clusters");
     static_assert(kCluster == 1 || kGroupN % 2 == 0, "cluster pairing needs an even group");
 
     uint32_t num_m_blocks, num_n_blocks, num_tiles;
     uint32_t iter = 0;
+    // m-grouped state (dead code for kNormal).
+    const int* layout = nullptr;
+    uint32_t shape_m = 0, shape_n = 0, num_groups = 0, align_m = 1;
+    // Cursor of the group walk (kept small: the producer thread runs on 40 registers).
+    uint32_t cur_group = 0, cur_base = 0, cur_start = 0, cur_end = 0;
 
-    __device__ __forceinline__ TileScheduler(uint32_t m, uint32_t n)
+    // m: rows of A (M_sum; per group for masked). grouped_layout / groups / align: see above.
+    __device__ __forceinline__ TileScheduler(uint32_t m, uint32_t n, const int* grouped_layout = nullptr,
+                                             uint32_t groups = 1, uint32_t align = 1)
         : num_m_blocks(ceil_div(m, kBlockM)), num_n_blocks(ceil_div(n, kBlockN)) {
         num_tiles = num_m_blocks * num_n_blocks;
+        if constexpr (kGrouped) {
+            layout = grouped_layout;
+            shape_m = m;
+            shape_n = n;
+            num_groups = groups;
+            align_m = align;
+            if constexpr (kWalkGroups) load_group();
+        }
+    }
+
+    // Rows of group cur_group: [cur_start, cur_end) in the 2-D view, and its m-blocks.
+    // Psum: the group starts at align_up(previous end, align_m); an end below that start
+    // (an empty group, or non-monotonic ends) makes the group empty.
+    __device__ __forceinline__ void load_group() {
+        const int v = __ldg(layout + cur_group);
+        const uint32_t clamped = v > 0 ? min(static_cast<uint32_t>(v), shape_m) : 0u;
+        if constexpr (kGemmType == GemmType::kMGroupedMasked) {
+            cur_start = cur_group * shape_m;
+            cur_end = cur_start + clamped;
+        } else {
+            cur_start = (cur_end + align_m - 1) & ~(align_m - 1);  // align_m: a power of two
+            cur_end = max(clamped, cur_start);
+        }
+        num_m_blocks = ceil_div(cur_end - cur_start, kBlockM);
     }
 
     __device__ __forceinline__ void tile_coords(uint32_t t, uint32_t& m_block, uint32_t& n_block) const {
@@ -53,6 +107,35 @@ struct TileScheduler {
 
     // Next tile of this CTA; false once it has none left.
     __device__ __forceinline__ bool next(TileInfo& info) {
+        if constexpr (kGemmType == GemmType::kMGroupedContiguous) {
+            while (true) {
+                const uint32_t t = blockIdx.x + (iter++) * gridDim.x;
+                if (t >= num_tiles) return false;
+                tile_coords(t, info.m_block, info.n_block);
+                const int g = __ldg(layout + info.m_block * kBlockM);
+                if (g < 0 || static_cast<uint32_t>(g) >= num_groups) continue;  // padding: skip the tile
+                info.group = static_cast<uint32_t>(g);
+                info.m0 = info.m_block * kBlockM;
+                info.row_end = shape_m;
+                info.multicast_a = false;
+                info.peer_alive = true;
+                return true;
+            }
+        } else if constexpr (kWalkGroups) {
+            const uint32_t t = blockIdx.x + (iter++) * gridDim.x;
+            while (t >= cur_base + num_m_blocks * num_n_blocks) {
+                if (++cur_group >= num_groups) return false;
+                cur_base += num_m_blocks * num_n_blocks;
+                load_group();
+            }
+            tile_coords(t - cur_base, info.m_block, info.n_block);
+            info.group = cur_group;
+            info.m0 = cur_start + info.m_block * kBlockM;
+            info.row_end = cur_end;
+            info.multicast_a = false;
+            info.peer_alive = true;
+            return true;
+        }
         const uint32_t t = blockIdx.x + (iter++) * gridDim.x;
         if (t >= num_tiles) return false;
         tile_coords(t, info.m_block, info.n_block);
@@ -68,6 +151,42 @@ struct TileScheduler {
             }
         }
         return true;
+    }
+
+    // ---- operand coordinates of a tile (for kNormal exactly the dense expressions) ----
+    // First row of the tile in A and D.
+    __device__ __forceinline__ uint32_t a_row(const TileInfo& info) const {
+        if constexpr (kGrouped) return info.m0;
+        else return info.m_block * kBlockM;
+    }
+    // Row of B (seen as [G * N, K]) for n-block start n0. A tile of group g whose columns
+    // run past N reads the first rows of group g+1 (or TMA zero fill after the last group):
+    // harmless, as those output columns are >= N and never stored (the D tensor map clips
+    // at N, the direct-store path checks col < N).
+    __device__ __forceinline__ uint32_t b_row(const TileInfo& info, uint32_t n0) const {
+        if constexpr (kGrouped) return info.group * shape_n + n0;
+        else return n0;
+    }
+    __device__ __forceinline__ uint32_t group(const TileInfo& info) const {
+        if constexpr (kGrouped) return info.group;
+        else return 0;
+    }
+    // SFA tensor-map coordinates (inner = row, outer = K block). Masked SFA is
+    // [G][k_blocks][align(shape_m, 4)] seen as [G * k_blocks][align(shape_m, 4)].
+    __device__ __forceinline__ uint32_t sfa_x(const TileInfo& info, uint32_t m0) const {
+        if constexpr (kGemmType == GemmType::kMGroupedMasked) return m0 - info.group * shape_m;
+        else return m0;
+    }
+    __device__ __forceinline__ uint32_t sfa_y(const TileInfo& info, uint32_t kb, uint32_t num_k_blocks) const {
+        if constexpr (kGemmType == GemmType::kMGroupedMasked) return info.group * num_k_blocks + kb;
+        else return kb;
+    }
+    // Whether output row `row` (2-D view) of this tile is stored.
+    __device__ __forceinline__ bool row_valid(const TileInfo& info, uint32_t row) const {
+        if constexpr (kGemmType == GemmType::kMGroupedContiguous)
+            return row < shape_m && __ldg(layout + row) == static_cast<int>(info.group);
+        else if constexpr (kGrouped) return row < info.row_end;
+        else return true;
     }
 };
 

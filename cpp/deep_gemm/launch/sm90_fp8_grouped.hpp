@@ -1,0 +1,146 @@
+// Launcher of the SM90 m-grouped FP8 GEMMs (MoE: contiguous, psum, masked): the 1D2D
+// kernel instantiated with an m-grouped scheduler. Same structure as the dense launcher
+// (launch/sm90_fp8_gemm.hpp): a config cache keyed by everything that changes the choice,
+// then tensor-map encoding and the launch on torch's current stream. Nothing here reads
+// grouped_layout / masked_m: the kernel does, on the GPU.
+#pragma once
+
+#include "sm90_fp8_gemm.hpp"
+
+namespace deep_gemm::launch {
+
+struct Sm90Fp8GroupedProblem {
+  int gemm_type = 1;              // heuristics::Sm90GroupedType
+  int m = 0, n = 0, k = 0;        // m: M_sum (contiguous, psum) or rows per group (masked)
+  int num_groups = 1;
+  int m_for_config = 0;           // rows per group the heuristic assumes (masked: expected_m)
+  int groups_for_config = 1;
+  int align_m = 128;              // contiguous: group start alignment
+  int compiled_m = 0, compiled_n = 0, compiled_k = 0;
+  int device = 0;
+  const void* a = nullptr;
+  const void* b = nullptr;
+  const void* sfa = nullptr;  // MN-major, TMA-aligned ([kb, pad] or [G, kb, pad])
+  const void* sfb = nullptr;  // contiguous [G, ceil(N/128), K/128]
+  const void* layout = nullptr;
+  void* d = nullptr;
+  uint64_t lda_bytes = 0, ldb_bytes = 0, ld_d = 0;
+};
+
+namespace detail {
+
+struct GroupedKey {
+  int gemm_type, m, groups, n, k, compiled_m, compiled_n, compiled_k, num_sms, mult_m, mult_n, align_m, device;
+  bool operator==(const GroupedKey&) const = default;
+};
+struct GroupedKeyHash {
+  size_t operator()(const GroupedKey& k) const {
+    size_t h = std::hash<int>()(k.gemm_type);
+    for (int v : {k.m, k.groups, k.n, k.k, k.compiled_m, k.compiled_n, k.compiled_k, k.num_sms, k.mult_m, k.mult_n,
+                  k.align_m, k.device})
+      h = h * 1000003u ^ std::hash<int>()(v);
+    return h;
+  }
+};
+
+inline h::Sm90Fp8GemmConfig choose_grouped_config(const GroupedKey& key, int max_smem) {
+  for (const auto& c : h::rank_sm90_fp8_grouped_configs(key.gemm_type, key.m, key.groups, key.n, key.k, key.num_sms,
+                                                        key.align_m, max_smem)) {
+    if (c.block_m % key.mult_m == 0 && c.block_n % key.mult_n == 0) return c;
+  }
+  throw std::runtime_error(deep_jit::detail::cat(
+      "deep_gemm: no SM90 grouped FP8 GEMM configuration has BLOCK_M dividing the group alignment ", key.align_m,
+      " and block sizes that are multiples of (", key.mult_m, ", ", key.mult_n, ") as set_block_size_multiple_of asks"));
+}
+
+}  // namespace detail
+
+// The kernel source for a grouped problem (used by the launcher and by warmup, no GPU).
+inline std::pair<h::Sm90Fp8GemmConfig, deep_jit::KernelSource> sm90_fp8_grouped_kernel_source(
+    const detail::GroupedKey& key, int max_smem) {
+  const auto cfg = detail::choose_grouped_config(key, max_smem);
+  const std::string name = h::sm90_fp8_grouped_name(cfg, key.compiled_m, key.compiled_n, key.compiled_k);
+  auto src = JitContext::get().source(
+      name, h::sm90_fp8_grouped_source(cfg, key.compiled_m, key.compiled_n, key.compiled_k), "dg_entry");
+  return {cfg, std::move(src)};
+}
+
+class Sm90Fp8GroupedLauncher {
+ public:
+  static Sm90Fp8GroupedLauncher& get() {
+    static Sm90Fp8GroupedLauncher instance;
+    return instance;
+  }
+
+  void run(const Sm90Fp8GroupedProblem& p, const char* op) {
+    const auto& rt = DeviceRuntime::get();
+    const auto [mult_m, mult_n] = rt.block_size_multiple_of();
+    const detail::GroupedKey key{p.gemm_type,  p.m_for_config, p.groups_for_config, p.n,
+                                 p.k,          p.compiled_m,   p.compiled_n,        p.compiled_k,
+                                 rt.num_sms(p.device), mult_m, mult_n, p.align_m, p.device};
+    const Entry& e = entry(key, p, op);
+    launch(e, p);
+  }
+
+ private:
+  struct Entry {
+    h::Sm90Fp8GemmConfig cfg;
+    const deep_jit::Kernel* kernel;
+  };
+
+  const Entry& entry(const detail::GroupedKey& key, const Sm90Fp8GroupedProblem& p, const char* op) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = entries_.find(key); it != entries_.end()) return it->second;
+    }
+    const auto& dev = deep_jit::device_info(p.device);
+    check_arg(dev.cc_major == 9, op, "this kernel needs an SM90 (Hopper) GPU; device ", p.device, " (", dev.name,
+              ") is sm_", dev.cc_major, dev.cc_minor);
+    auto [cfg, src] = sm90_fp8_grouped_kernel_source(key, dev.max_shared_optin);
+    Entry e{cfg, &deep_jit::Runtime::get().load(src, p.device)};
+    if (detail::print_configs())
+      std::fprintf(stderr,
+                   "deep_gemm: %s (%s) m=%d n=%d k=%d groups=%d -> block %dx%d, %d stages, grid %d, smem %d B\n", op,
+                   h::sm90_grouped_type_name(cfg.gemm_type), p.m_for_config, p.n, p.k, p.groups_for_config,
+                   cfg.block_m, cfg.block_n, cfg.stages, cfg.grid_x, cfg.smem_bytes);
+    std::lock_guard<std::mutex> lock(mu_);
+    return entries_.try_emplace(key, e).first->second;
+  }
+
+  static void launch(const Entry& e, const Sm90Fp8GroupedProblem& p) {
+    const bool masked = p.gemm_type == static_cast<int>(h::Sm90GroupedType::kMasked);
+    const uint64_t rows = masked ? static_cast<uint64_t>(p.m) * p.num_groups : static_cast<uint64_t>(p.m);
+    const uint64_t kb = static_cast<uint64_t>(p.k / 128);
+    const auto specs = h::sm90_fp8_grouped_tensor_maps(e.cfg, rows, p.n, p.k, p.num_groups, static_cast<uint64_t>(p.m),
+                                                       masked ? kb * p.num_groups : kb, p.lda_bytes, p.ldb_bytes,
+                                                       p.ld_d);
+    CUtensorMap maps[4];
+    for (size_t i = 0; i < 4; ++i) {
+      const auto& s = specs[i];
+      const std::string_view name(s.operand);
+      const void* base = name == "a" ? p.a : name == "b" ? p.b : name == "sfa" ? p.sfa : p.d;
+      maps[i] = deep_jit::make_tensor_map_2d(base, detail::tma_dtype(s.dtype), s.inner_elems, s.outer_elems,
+                                             s.outer_stride_bytes, s.box_inner, s.box_outer,
+                                             detail::tma_swizzle(s.swizzle_bytes));
+    }
+    deep_jit::LaunchConfig lc;
+    lc.grid[0] = static_cast<unsigned>(e.cfg.grid_x);
+    lc.block[0] = static_cast<unsigned>(e.cfg.num_threads);
+    lc.shared_bytes = static_cast<unsigned>(e.cfg.smem_bytes);
+    lc.cluster_dim = 1;
+    lc.pdl = DeviceRuntime::get().pdl();
+    const auto m = static_cast<uint32_t>(p.m), n = static_cast<uint32_t>(p.n), k = static_cast<uint32_t>(p.k);
+    const auto* sfb = static_cast<const float*>(p.sfb);
+    const auto* layout = static_cast<const int*>(p.layout);
+    const auto groups = static_cast<uint32_t>(p.num_groups), align_m = static_cast<uint32_t>(p.align_m);
+    void* d = p.d;
+    const auto ld_d = static_cast<uint32_t>(p.ld_d);
+    deep_jit::launch(*e.kernel, lc, m, n, k, sfb, layout, groups, align_m, d, ld_d, maps[0], maps[1], maps[2],
+                     maps[3]);
+  }
+
+  std::mutex mu_;
+  std::unordered_map<detail::GroupedKey, Entry, detail::GroupedKeyHash> entries_;
+};
+
+}  // namespace deep_gemm::launch

@@ -1,0 +1,138 @@
+"""M-grouped FP8 GEMMs for MoE (API.md P1): the facade over
+``torch.ops.deep_gemm.m_grouped_fp8_gemm_nt_{contiguous,masked}``.
+
+It restores what the schemas cannot say (``(tensor, scale)`` pairs, recipes, the nn view,
+aliases); the ops do every shape, dtype, device and alignment check.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+_ops = torch.ops.deep_gemm
+_contiguous_op = _ops.m_grouped_fp8_gemm_nt_contiguous.default
+_masked_op = _ops.m_grouped_fp8_gemm_nt_masked.default
+_RECIPE = (1, 128, 128)
+
+
+def _pair(fn: str, name: str, value: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    if not (isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(t, torch.Tensor) for t in value)):
+        raise TypeError(f"deep_gemm.{fn}: {name} must be a pair (tensor, scale_factors), got {type(value).__name__}")
+    return value[0], value[1]
+
+
+def _check_common(fn: str, d: Any, recipe: Any, compiled_dims: Any) -> None:
+    if not isinstance(d, torch.Tensor):
+        raise TypeError(f"deep_gemm.{fn}: d must be a tensor, got {type(d).__name__}")
+    if not isinstance(compiled_dims, str):
+        raise TypeError(f"deep_gemm.{fn}: compiled_dims must be a str such as 'nk', got {type(compiled_dims).__name__}")
+    if recipe is not None and tuple(recipe) != _RECIPE:
+        raise ValueError(f"deep_gemm.{fn}: the SM90 grouped GEMMs support recipe (1, 128, 128) (per-token SFA, "
+                         f"128x128-block SFB, bf16 d), got {tuple(recipe)}")
+
+
+def _contiguous(fn: str, a: Any, b: Any, d: torch.Tensor, grouped_layout: torch.Tensor, recipe: Any,
+                compiled_dims: str, use_psum_layout: bool, expected_m_for_psum_layout: Optional[int],
+                transpose_b: bool) -> None:
+    a_t, sfa = _pair(fn, "a", a)
+    b_t, sfb = _pair(fn, "b", b)
+    _check_common(fn, d, recipe, compiled_dims)
+    if not isinstance(grouped_layout, torch.Tensor):
+        raise TypeError(f"deep_gemm.{fn}: grouped_layout must be an int32 tensor, got {type(grouped_layout).__name__}")
+    if not isinstance(use_psum_layout, bool):
+        raise TypeError(f"deep_gemm.{fn}: use_psum_layout must be a bool, got {type(use_psum_layout).__name__}")
+    if expected_m_for_psum_layout is not None and (
+        isinstance(expected_m_for_psum_layout, bool) or not isinstance(expected_m_for_psum_layout, int)
+    ):
+        raise TypeError(f"deep_gemm.{fn}: expected_m_for_psum_layout must be an int or None, "
+                        f"got {type(expected_m_for_psum_layout).__name__}")
+    if transpose_b:
+        if b_t.dim() != 3 or sfb.dim() != 3:
+            raise ValueError(f"deep_gemm.{fn}: b and its scales must be 3-D [G, K, N] / [G, K/128, ceil(N/128)], "
+                             f"got shapes {tuple(b_t.shape)} and {tuple(sfb.shape)}")
+        b_t, sfb = b_t.transpose(1, 2), sfb.transpose(1, 2)
+    _contiguous_op(a_t, sfa, b_t, sfb, d, grouped_layout, compiled_dims, use_psum_layout, expected_m_for_psum_layout)
+
+
+def m_grouped_fp8_gemm_nt_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor],
+                                     d: torch.Tensor, grouped_layout: torch.Tensor,
+                                     recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = "nk",
+                                     disable_ue8m0_cast: bool = False, use_psum_layout: bool = False,
+                                     expected_m_for_psum_layout: Optional[int] = None) -> None:
+    """MoE grouped GEMM, groups back to back along M: ``d[rows of g] = A[rows of g] @ B[g]^T``.
+
+    ``a = (A, SFA)``: A ``[M_sum, K]`` FP8 e4m3 K-major, SFA fp32 ``[M_sum, ceil(K/128)]``
+    (per token). ``b = (B, SFB)``: B ``[G, N, K]`` FP8, SFB fp32 ``[G, ceil(N/128), ceil(K/128)]``
+    (per 128x128 block). ``d``: bf16 ``[M_sum, N]``.
+
+    ``grouped_layout`` (int32, on the GPU; the host never reads it, so calls are
+    CUDA-graph safe and cause no device-to-host sync):
+
+    * ``use_psum_layout=False``: ``[M_sum]``, the group index of every row, ``-1`` for
+      padding rows. Each group's rows start at a multiple of
+      :func:`get_mk_alignment_for_contiguous_layout` (pad each group with ``-1`` rows; so
+      ``M_sum`` is a multiple of it). Output rows of padding rows are not written, and
+      whole tiles of padding are skipped.
+    * ``use_psum_layout=True``: ``[G]``, cumulative row ends: group ``g`` owns rows
+      ``[align(ends[g-1], alignment), ends[g])`` (``ends[-1] = 0``, alignment as above),
+      i.e. ``ends[g] = start[g] + rows[g]`` with the starts of the padded layout; an empty
+      group has ``ends[g] == align(ends[g-1], alignment)``. Rows outside every group are
+      not written. ``expected_m_for_psum_layout`` (rows per group) only steers the
+      configuration choice; without it ``M_sum`` is costed as one GEMM.
+
+    SFA may come in any layout (converted to MN-major on the GPU when it is not already,
+    see :func:`get_mn_major_tma_aligned_tensor`). ``disable_ue8m0_cast`` has no effect on
+    SM90 (fp32 scales).
+    """
+    _contiguous("m_grouped_fp8_gemm_nt_contiguous", a, b, d, grouped_layout, recipe, compiled_dims, use_psum_layout,
+                expected_m_for_psum_layout, False)
+
+
+def m_grouped_fp8_gemm_nn_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor],
+                                     d: torch.Tensor, grouped_layout: torch.Tensor,
+                                     recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = "nk",
+                                     disable_ue8m0_cast: bool = False, use_psum_layout: bool = False,
+                                     expected_m_for_psum_layout: Optional[int] = None) -> None:
+    """:func:`m_grouped_fp8_gemm_nt_contiguous` with B given as ``[G, K, N]`` and SFB as
+    ``[G, ceil(K/128), ceil(N/128)]``. SM90 needs K-major B, so B must be a transposed view
+    (``.transpose(1, 2)``) of a K-major ``[G, N, K]`` tensor."""
+    _contiguous("m_grouped_fp8_gemm_nn_contiguous", a, b, d, grouped_layout, recipe, compiled_dims, use_psum_layout,
+                expected_m_for_psum_layout, True)
+
+
+def m_grouped_fp8_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor],
+                                 d: torch.Tensor, masked_m: torch.Tensor, expected_m: int,
+                                 recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = "nk",
+                                 disable_ue8m0_cast: bool = False) -> None:
+    """MoE grouped GEMM with a fixed slot per group: ``d[g, :masked_m[g]] = A[g, :masked_m[g]] @ B[g]^T``.
+
+    ``a = (A, SFA)``: A ``[G, max_m, K]`` FP8 e4m3, SFA fp32 ``[G, max_m, ceil(K/128)]``.
+    ``b = (B, SFB)``: B ``[G, N, K]``, SFB fp32 ``[G, ceil(N/128), ceil(K/128)]``. ``d``: bf16
+    ``[G, max_m, N]``. ``masked_m``: int32 ``[G]`` on the GPU, the valid rows of each group
+    (values above ``max_m`` are clamped); rows ``>= masked_m[g]`` are neither computed nor
+    written. The host never reads ``masked_m``: one captured CUDA graph serves every
+    distribution. ``expected_m`` (> 0, typical valid rows per group) only steers the
+    configuration choice. ``disable_ue8m0_cast`` has no effect on SM90.
+    """
+    fn = "m_grouped_fp8_gemm_nt_masked"
+    a_t, sfa = _pair(fn, "a", a)
+    b_t, sfb = _pair(fn, "b", b)
+    _check_common(fn, d, recipe, compiled_dims)
+    if not isinstance(masked_m, torch.Tensor):
+        raise TypeError(f"deep_gemm.{fn}: masked_m must be an int32 tensor on the GPU, got {type(masked_m).__name__}")
+    if isinstance(expected_m, bool) or not isinstance(expected_m, int):
+        raise TypeError(f"deep_gemm.{fn}: expected_m must be an int, got {type(expected_m).__name__}")
+    _masked_op(a_t, sfa, b_t, sfb, d, masked_m, expected_m, compiled_dims)
+
+
+# Upstream's older name.
+fp8_m_grouped_gemm_nt_masked = m_grouped_fp8_gemm_nt_masked
+
+__all__ = [
+    "m_grouped_fp8_gemm_nt_contiguous",
+    "m_grouped_fp8_gemm_nn_contiguous",
+    "m_grouped_fp8_gemm_nt_masked",
+    "fp8_m_grouped_gemm_nt_masked",
+]

@@ -1,0 +1,362 @@
+"""m-grouped FP8 GEMMs (MoE; API.md P1): argument validation on CPU and meta tensors (no
+GPU needed), and correctness on an SM90 GPU against a float reference on fresh random
+data, with the output poisoned (NaN) first so unwritten and wrongly written rows show."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import deep_gemm
+from deep_gemm.testing import calc_diff
+from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
+
+FP8 = torch.float8_e4m3fn
+I32 = torch.int32
+
+
+# ---- validation (CI) ---------------------------------------------------------------
+
+
+def _contig_operands(device, m=256, n=128, k=256, g=2):
+    a = torch.empty(m, k, dtype=FP8, device=device)
+    sfa = torch.empty(m, k // 128, device=device)
+    b = torch.empty(g, n, k, dtype=FP8, device=device)
+    sfb = torch.empty(g, (n + 127) // 128, k // 128, device=device)
+    d = torch.empty(m, n, dtype=torch.bfloat16, device=device)
+    layout = torch.empty(m, dtype=I32, device=device)
+    return a, sfa, b, sfb, d, layout
+
+
+def _masked_operands(device, g=2, max_m=64, n=128, k=256):
+    a = torch.empty(g, max_m, k, dtype=FP8, device=device)
+    sfa = torch.empty(g, max_m, k // 128, device=device)
+    b = torch.empty(g, n, k, dtype=FP8, device=device)
+    sfb = torch.empty(g, (n + 127) // 128, k // 128, device=device)
+    d = torch.empty(g, max_m, n, dtype=torch.bfloat16, device=device)
+    masked_m = torch.empty(g, dtype=I32, device=device)
+    return a, sfa, b, sfb, d, masked_m
+
+
+contig = deep_gemm.m_grouped_fp8_gemm_nt_contiguous
+masked = deep_gemm.m_grouped_fp8_gemm_nt_masked
+
+CONTIG_BAD = {
+    "group count (sfb)": (lambda a, sfa, b, sfb, d, lay: contig((a, sfa), (b, sfb[:1]), d, lay),
+                          r"sfb.shape\[0\] must be 2"),
+    "index dtype": (lambda a, sfa, b, sfb, d, lay: contig((a, sfa), (b, sfb), d, lay.long()),
+                    "grouped_layout must be torch.int32, got torch.int64"),
+    "index on cpu": (lambda a, sfa, b, sfb, d, lay: contig((a, sfa), (b, sfb), d, torch.zeros(lay.shape, dtype=I32)),
+                     "grouped_layout must live on the GPU"),
+    "index length": (lambda a, sfa, b, sfb, d, lay: contig((a, sfa), (b, sfb), d, lay[:128]),
+                     r"grouped_layout.shape\[0\] must be 256"),
+    "psum length": (lambda a, sfa, b, sfb, d, lay: contig((a, sfa), (b, sfb), d, lay, use_psum_layout=True),
+                    r"grouped_layout.shape\[0\] must be 2"),
+    "psum expected_m": (lambda a, sfa, b, sfb, d, lay: contig((a, sfa), (b, sfb), d, lay[:2], use_psum_layout=True,
+                                                              expected_m_for_psum_layout=0),
+                        "expected_m_for_psum_layout must be > 0"),
+    "expected_m without psum": (lambda a, sfa, b, sfb, d, lay: contig((a, sfa), (b, sfb), d, lay,
+                                                                      expected_m_for_psum_layout=128),
+                                "needs use_psum_layout=True"),
+    "alignment": (lambda a, sfa, b, sfb, d, lay: contig((a[:200], sfa[:200]), (b, sfb), d[:200], lay[:200]),
+                  "must be a multiple of the contiguous-layout alignment"),
+    "k mismatch": (lambda a, sfa, b, sfb, d, lay: contig((a, sfa), (b[:, :, :128].contiguous(), sfb), d, lay),
+                   r"b.shape\[2\] must be 256"),
+    "n mismatch": (lambda a, sfa, b, sfb, d, lay: contig((a, sfa), (b, sfb), d[:, :64], lay),
+                   r"d.shape\[1\] must be 128"),
+    "d dtype": (lambda a, sfa, b, sfb, d, lay: contig((a, sfa), (b, sfb), d.float(), lay),
+                "d must be torch.bfloat16"),
+    "b rank": (lambda a, sfa, b, sfb, d, lay: contig((a, sfa), (b[0], sfb), d, lay), "b must be 3-D"),
+    "sfa rows": (lambda a, sfa, b, sfb, d, lay: contig((a, sfa[:128]), (b, sfb), d, lay),
+                 r"sfa.shape\[0\] must be 256"),
+    "recipe": (lambda a, sfa, b, sfb, d, lay: contig((a, sfa), (b, sfb), d, lay, recipe=(1, 1, 128)),
+               "support recipe"),
+    "not a pair": (lambda a, sfa, b, sfb, d, lay: contig(a, (b, sfb), d, lay), "must be a pair"),
+    "nn with K-major b": (lambda a, sfa, b, sfb, d, lay: deep_gemm.m_grouped_fp8_gemm_nn_contiguous(
+        (a, sfa), (b.transpose(1, 2).contiguous(), sfb.transpose(1, 2)), d, lay), "must be K-major"),
+}
+
+MASKED_BAD = {
+    "masked_m on cpu": (lambda a, sfa, b, sfb, d, mm: masked((a, sfa), (b, sfb), d, torch.zeros(mm.shape, dtype=I32), 32),
+                        "masked_m must live on the GPU"),
+    "masked_m dtype": (lambda a, sfa, b, sfb, d, mm: masked((a, sfa), (b, sfb), d, mm.long(), 32),
+                       "masked_m must be torch.int32, got torch.int64"),
+    "expected_m zero": (lambda a, sfa, b, sfb, d, mm: masked((a, sfa), (b, sfb), d, mm, 0), "expected_m must be > 0"),
+    "expected_m negative": (lambda a, sfa, b, sfb, d, mm: masked((a, sfa), (b, sfb), d, mm, -3),
+                            "expected_m must be > 0"),
+    "expected_m type": (lambda a, sfa, b, sfb, d, mm: masked((a, sfa), (b, sfb), d, mm, 32.0),
+                        "expected_m must be an int"),
+    "group count (b)": (lambda a, sfa, b, sfb, d, mm: masked((a, sfa), (torch.cat([b, b[:1]]), sfb), d, mm, 32),
+                        r"b.shape\[0\] must be 2"),
+    "group count (masked_m)": (lambda a, sfa, b, sfb, d, mm: masked((a, sfa), (b, sfb), d, torch.cat([mm, mm]), 32),
+                               r"masked_m.shape\[0\] must be 2"),
+    "group count (d)": (lambda a, sfa, b, sfb, d, mm: masked((a, sfa), (b, sfb), d[:1], mm, 32),
+                        r"d.shape\[0\] must be 2"),
+    "max_m mismatch": (lambda a, sfa, b, sfb, d, mm: masked((a, sfa), (b, sfb), d[:, :32], mm, 32),
+                       r"d.shape\[1\] must be 64"),
+    "sfa shape": (lambda a, sfa, b, sfb, d, mm: masked((a, sfa[:, :, :1]), (b, sfb), d, mm, 32),
+                  r"sfa.shape\[2\] must be 2"),
+    "a rank": (lambda a, sfa, b, sfb, d, mm: masked((a[0], sfa), (b, sfb), d, mm, 32), "a must be 3-D"),
+    "d dtype": (lambda a, sfa, b, sfb, d, mm: masked((a, sfa), (b, sfb), d.half(), mm, 32),
+                "d must be torch.bfloat16"),
+}
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+@pytest.mark.parametrize("case", sorted(CONTIG_BAD))
+def test_contiguous_bad_input_raises_clearly(case, device):
+    fn, pattern = CONTIG_BAD[case]
+    if device == "cpu":
+        pattern += "|grouped_layout must live on the GPU"  # with every operand on the CPU it may fire first
+    with pytest.raises((RuntimeError, ValueError, TypeError), match=pattern):
+        fn(*_contig_operands(device))
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+@pytest.mark.parametrize("case", sorted(MASKED_BAD))
+def test_masked_bad_input_raises_clearly(case, device):
+    fn, pattern = MASKED_BAD[case]
+    if device == "cpu":
+        pattern += "|masked_m must live on the GPU"  # with every operand on the CPU it may fire first
+    with pytest.raises((RuntimeError, ValueError, TypeError), match=pattern):
+        fn(*_masked_operands(device))
+
+
+def test_cpu_operands_rejected():
+    a, sfa, b, sfb, d, lay = _contig_operands("cpu")
+    with pytest.raises(RuntimeError, match="must live on the GPU|must be a CUDA tensor"):
+        contig((a, sfa), (b, sfb), d, lay)
+    a, sfa, b, sfb, d, lay = _contig_operands("meta")
+    with pytest.raises(RuntimeError, match="is not a meta tensor"):
+        contig((a, sfa), (torch.zeros(b.shape, dtype=FP8), sfb), d, lay)
+
+
+def test_meta_runs_check_shapes_without_launching():
+    a, sfa, b, sfb, d, lay = _contig_operands("meta", m=1024, n=4096, k=7168, g=4)
+    contig((a, sfa), (b, sfb), d, lay)
+    contig((a, sfa), (b, sfb), d, lay[:4], use_psum_layout=True, expected_m_for_psum_layout=256)
+    deep_gemm.m_grouped_fp8_gemm_nn_contiguous((a, sfa), (b.transpose(1, 2), sfb.transpose(1, 2)), d, lay)
+    a, sfa, b, sfb, d, mm = _masked_operands("meta", g=6, max_m=4096, n=7168, k=3072)
+    masked((a, sfa), (b, sfb), d, mm, 1024)
+    deep_gemm.fp8_m_grouped_gemm_nt_masked((a, sfa), (b, sfb), d, mm, 20)
+
+
+def test_alias_and_exports():
+    assert deep_gemm.fp8_m_grouped_gemm_nt_masked is deep_gemm.m_grouped_fp8_gemm_nt_masked
+    for name in ("m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nn_contiguous",
+                 "m_grouped_fp8_gemm_nt_masked", "fp8_m_grouped_gemm_nt_masked"):
+        assert name in deep_gemm._C.__all__ and hasattr(deep_gemm, name)
+
+
+def test_opcheck_on_meta():
+    a, sfa, b, sfb, d, lay = _contig_operands("meta")
+    sfa = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
+    op = torch.ops.deep_gemm.m_grouped_fp8_gemm_nt_contiguous.default
+    torch.library.opcheck(op, (a, sfa, b, sfb, d, lay, "nk", False, None))
+    torch.library.opcheck(op, (a, sfa, b, sfb, d, lay[:2], "nk", True, 128))
+    a, sfa, b, sfb, d, mm = _masked_operands("meta")
+    sfa = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
+    torch.library.opcheck(torch.ops.deep_gemm.m_grouped_fp8_gemm_nt_masked.default, (a, sfa, b, sfb, d, mm, 32, "nk"))
+
+
+def test_build_op_validates():
+    with pytest.raises(RuntimeError, match="layout must be 'contiguous', 'psum' or 'masked'"):
+        torch.ops.deep_gemm.m_grouped_fp8_gemm_build("dense", 256, 256, 256, 2, 0, 132, "nk")
+    with pytest.raises(RuntimeError, match="expected_m must be > 0"):
+        torch.ops.deep_gemm.m_grouped_fp8_gemm_build("masked", 256, 256, 256, 2, 0, 132, "nk")
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"),
+                    reason="needs nvcc to compile")
+def test_warmup_compiles_grouped_suite(tmp_path):
+    env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path), DG_JIT_PTXAS_CHECK="1")
+    cmd = [sys.executable, "-m", "deep_gemm.warmup", "--num-sms", "132", "--suite", "grouped"]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 4
+    for line in lines:
+        path = line.split()[-1]
+        assert path.startswith(str(tmp_path))
+        with open(path, "rb") as f:
+            assert f.read(4) == b"\x7fELF"
+
+
+# ---- correctness (GPU) -------------------------------------------------------------
+
+
+def _dequant_rows(x, sf):
+    """Per-token (1x128) dequantisation of [..., rows, K]."""
+    return x.float() * sf.repeat_interleave(128, dim=-1)[..., : x.shape[-1]]
+
+
+def _dequant_blocks(b, sfb):
+    """Per-block (128x128) dequantisation of one group's [N, K]."""
+    s = sfb.repeat_interleave(128, dim=0).repeat_interleave(128, dim=1)
+    return b.float() * s[: b.shape[0], : b.shape[1]]
+
+
+def _grouped_b(g, n, k):
+    parts = [per_block_cast_to_fp8(torch.randn(n, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
+             for _ in range(g)]
+    return torch.stack([p[0] for p in parts]), torch.stack([p[1] for p in parts])
+
+
+def _group_rows(g, expected_m, seed, cap=None):
+    rng = random.Random(seed)
+    rows = [int(expected_m * rng.uniform(0.7, 1.3)) for _ in range(g)]
+    if cap is not None:
+        rows = [min(r, cap) for r in rows]
+    rows[1] = 0  # an empty group
+    return rows
+
+
+def _align(x, a):
+    return (x + a - 1) // a * a
+
+
+CONTIG_CASES = [
+    (4, 8192, 6144, 7168),
+    (4, 8192, 4096, 4096),
+    (8, 4096, 7168, 3072),
+    (8, 4096, 4096, 2048),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout_kind", ["index", "psum"])
+@pytest.mark.parametrize("g,expected_m,n,k", CONTIG_CASES)
+def test_m_grouped_contiguous_matches_reference(g, expected_m, n, k, layout_kind):
+    torch.manual_seed(g * 7 + n + k)
+    align = deep_gemm.get_mk_alignment_for_contiguous_layout()
+    rows = _group_rows(g, expected_m, seed=n + k)
+    starts, index = [], []
+    for grp, r in enumerate(rows):
+        starts.append(len(index))
+        index += [grp] * r + [-1] * (_align(r, align) - r)
+    m_sum = len(index)
+    index_t = torch.tensor(index, dtype=I32, device="cuda")
+    ends = torch.tensor([s + r for s, r in zip(starts, rows, strict=True)], dtype=I32, device="cuda")
+    x = torch.randn(m_sum, k, device="cuda", dtype=torch.bfloat16)
+    a, sfa = per_token_cast_to_fp8(x, use_ue8m0=False)
+    b, sfb = _grouped_b(g, n, k)
+    d = torch.full((m_sum, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    if layout_kind == "index":
+        contig((a, sfa), (b, sfb), d, index_t)
+    else:
+        contig((a, sfa), (b, sfb), d, ends, use_psum_layout=True, expected_m_for_psum_layout=expected_m)
+    torch.cuda.synchronize()
+    valid = index_t >= 0
+    assert d[~valid].isnan().all(), "padding rows were written"
+    assert not d[valid].isnan().any(), "some valid rows were not written"
+    a_deq = _dequant_rows(a, sfa)
+    for grp, (s, r) in enumerate(zip(starts, rows, strict=True)):
+        if r == 0:
+            continue
+        ref = a_deq[s: s + r] @ _dequant_blocks(b[grp], sfb[grp]).t()
+        diff = calc_diff(d[s: s + r], ref)
+        assert diff < 1e-3, f"group {grp}: calc_diff {diff:.2e}"
+
+
+@pytest.mark.gpu
+def test_m_grouped_nn_contiguous_view():
+    torch.manual_seed(3)
+    g, n, k, align = 3, 512, 1024, deep_gemm.get_mk_alignment_for_contiguous_layout()
+    rows = [130, 0, 300]
+    index = []
+    for grp, r in enumerate(rows):
+        index += [grp] * r + [-1] * (_align(r, align) - r)
+    index_t = torch.tensor(index, dtype=I32, device="cuda")
+    a, sfa = per_token_cast_to_fp8(torch.randn(len(index), k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
+    b, sfb = _grouped_b(g, n, k)
+    d_nt = torch.full((len(index), n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    d_nn = d_nt.clone()
+    contig((a, sfa), (b, sfb), d_nt, index_t)
+    deep_gemm.m_grouped_fp8_gemm_nn_contiguous((a, sfa), (b.transpose(1, 2), sfb.transpose(1, 2)), d_nn, index_t)
+    torch.cuda.synchronize()
+    valid = index_t >= 0
+    assert torch.equal(d_nt[valid], d_nn[valid]) and d_nn[~valid].isnan().all()
+
+
+MASKED_CASES = [(32, 192, 4096, 7168), (6, 1024, 7168, 3072), (32, 20, 4096, 7168), (6, 20, 7168, 3072)]
+
+
+def _masked_data(g, max_m, n, k):
+    x = torch.randn(g * max_m, k, device="cuda", dtype=torch.bfloat16)
+    a, sfa = per_token_cast_to_fp8(x, use_ue8m0=False)
+    a, sfa = a.view(g, max_m, k), sfa.view(g, max_m, -1)
+    b, sfb = _grouped_b(g, n, k)
+    return (a, sfa), (b, sfb)
+
+
+def _check_masked(d, a, b, rows):
+    (a_t, sfa), (b_t, sfb) = a, b
+    for grp, r in enumerate(rows):
+        assert d[grp, r:].isnan().all(), f"group {grp}: rows >= masked_m were written"
+        if r == 0:
+            continue
+        assert not d[grp, :r].isnan().any(), f"group {grp}: some rows < masked_m were not written"
+        ref = _dequant_rows(a_t[grp, :r], sfa[grp, :r]) @ _dequant_blocks(b_t[grp], sfb[grp]).t()
+        diff = calc_diff(d[grp, :r], ref)
+        assert diff < 1e-3, f"group {grp}: calc_diff {diff:.2e}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("g,expected_m,n,k", MASKED_CASES)
+def test_m_grouped_masked_matches_reference(g, expected_m, n, k):
+    torch.manual_seed(g + expected_m + n)
+    max_m = 4096
+    rows = _group_rows(g, expected_m, seed=g * 1000 + expected_m, cap=max_m)
+    a, b = _masked_data(g, max_m, n, k)
+    masked_m = torch.tensor(rows, dtype=I32, device="cuda")
+    d = torch.full((g, max_m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    masked(a, b, d, masked_m, expected_m)
+    torch.cuda.synchronize()
+    _check_masked(d, a, b, rows)
+
+
+@pytest.mark.gpu
+def test_m_grouped_masked_cuda_graph_replays_new_masks():
+    torch.manual_seed(11)
+    g, max_m, n, k, expected_m = 6, 1024, 4096, 2048, 256
+    a, b = _masked_data(g, max_m, n, k)
+    # Scales in the kernel's layout up front, so the graph holds the GEMM only.
+    a = (a[0], deep_gemm.get_mn_major_tma_aligned_tensor(a[1]))
+    masked_m = torch.zeros(g, dtype=I32, device="cuda")
+    d = torch.full((g, max_m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    masked(a, b, d, masked_m, expected_m)  # compile and load outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        with torch.cuda.graph(graph, stream=stream):
+            masked(a, b, d, masked_m, expected_m)
+    for seed in range(3):
+        rows = _group_rows(g, expected_m, seed=seed, cap=max_m)
+        rows[seed + 2] = max_m if seed == 0 else 1  # a full group, then a 1-row one
+        masked_m.copy_(torch.tensor(rows, dtype=I32))
+        d.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        _check_masked(d, a, b, rows)
+
+
+@pytest.mark.gpu
+def test_m_grouped_masked_all_empty_and_bench_signature():
+    g, max_m, n, k = 4, 256, 512, 512
+    a, b = _masked_data(g, max_m, n, k)
+    d = torch.full((g, max_m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, torch.zeros(g, dtype=I32, device="cuda"), 64)
+    torch.cuda.synchronize()
+    assert d.isnan().all()
+    # masked_m above max_m is clamped to max_m (never writes past a group's slot).
+    rows = [max_m + 100, 3, 0, 200]
+    deep_gemm.fp8_m_grouped_gemm_nt_masked(a, b, d, torch.tensor(rows, dtype=I32, device="cuda"), 64)
+    torch.cuda.synchronize()
+    _check_masked(d, a, b, [min(r, max_m) for r in rows])
