@@ -33,3 +33,18 @@ def test_warmup_rejects_other_archs():
     out = subprocess.run([sys.executable, "-m", "deep_gemm.warmup", "--num-sms", "132", "--suite", "fp8", "--arch", "sm_100a"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "only sm_90a" in out.stderr
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"),
+                    reason="needs nvcc to compile")
+def test_chosen_kernels_do_not_spill(tmp_path):
+    """Every kernel the heuristics pick over a grid of shapes compiles without
+    spills or local memory (DG_JIT_PTXAS_CHECK fails the compile otherwise)."""
+    env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path), DG_JIT_PTXAS_CHECK="1")
+    shapes = [f"{m},{n},{k}" for m in (64, 256, 1024) for (n, k) in ((4096, 2048), (2112, 7168), (576, 7168))]
+    shapes += ["256,4096,2048:fp32", "4096,7168,2048:fp32"]
+    cmd = [sys.executable, "-m", "deep_gemm.warmup", "--num-sms", "132"]
+    for s in shapes:
+        cmd += ["--shape", s]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    assert out.returncode == 0, out.stderr[-3000:]

@@ -89,6 +89,15 @@ inline int sm90_fp8_smem_bytes(Sm90Fp8Kind kind, int bm, int bn, int stages) {
 constexpr int kSm90MaxSmemBytes = 232448;  // 227 KB opt-in per block
 constexpr int kSm90Fp8MaxStages = 12;
 
+// Deepest pipeline worth compiling for a tile. ptxas (CUDA 13.0) spills 56 bytes
+// in the 1D2D kernel at block 64x128 with 7+ stages (checked: 4 and 6 stages are
+// clean, as is every other tile at its full depth); stay below that.
+// tests/test_warmup.py compiles the chosen kernels of a shape grid with
+// DG_JIT_PTXAS_CHECK=1, so a new case shows up there.
+inline int sm90_fp8_max_stages(int block_m, int block_n) {
+    return (block_m == 64 && block_n == 128) ? 6 : kSm90Fp8MaxStages;
+}
+
 // Fraction of cluster pairs (tiles t, t^1) that share an m-block and so multicast A.
 inline double sm90_fp8_multicast_fraction(int num_m, int num_n, int group_n) {
     double pairs = 0, shared = 0;
@@ -164,7 +173,7 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_gemm_configs(int m, int n, i
                 c.swizzle_d = kind == Sm90Fp8Kind::k1D2D ? sm90_fp8_epilogue_swizzle(bn * 2) : 0;
                 // Two K blocks in flight: off until ptxas stops serialising it (C7514).
                 c.mma_overlap = false;
-                int stages = kSm90Fp8MaxStages;
+                int stages = sm90_fp8_max_stages(bm, bn);
                 while (stages > 2 && sm90_fp8_smem_bytes(kind, bm, bn, stages) > max_smem_bytes) --stages;
                 if (sm90_fp8_smem_bytes(kind, bm, bn, stages) > max_smem_bytes) continue;
                 c.stages = stages;
