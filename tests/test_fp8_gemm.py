@@ -27,8 +27,8 @@ def _operands(m, n, k, device, fp32_out=False):
 
 BAD_CASES = {
     "cpu tensors": (lambda a, sfa, b, sfb, d: deep_gemm.fp8_gemm_nt((a, sfa), (b, sfb), d), "must be a CUDA tensor"),
-    "a dtype": (lambda a, sfa, b, sfb, d: deep_gemm.fp8_gemm_nt((a.view(torch.uint8), sfa), (b, sfb), d),
-                "a must be torch.float8_e4m3fn, got torch.uint8"),
+    "a dtype": (lambda a, sfa, b, sfb, d: deep_gemm.fp8_gemm_nt((a.view(torch.float8_e5m2), sfa), (b, sfb), d),
+                "a must be torch.float8_e4m3fn, got torch.float8_e5m2"),
     "sfa dtype": (lambda a, sfa, b, sfb, d: deep_gemm.fp8_gemm_nt((a, sfa.double()), (b, sfb), d),
                   "sfa must be torch.float32"),
     "k mismatch": (lambda a, sfa, b, sfb, d: deep_gemm.fp8_gemm_nt((a, sfa), (b[:, :128].contiguous(), sfb), d),
@@ -277,3 +277,17 @@ def test_cluster_multicast_kernel_in_and_out_of_graph(backend, tmp_path):
     assert used_backend == backend
     assert "_c2_" in kernels, kernels
     assert float(eager) < 1e-3 and float(graphed) < 1e-3, line
+
+
+@pytest.mark.parametrize("name", ["get_symm_buffer_for_mega_moe", "transform_weights_for_mega_moe",
+                                  "fp8_fp4_mega_moe", "bf16_mega_moe", "SymmBuffer"])
+def test_sm100_only_names_raise_clearly(name):
+    with pytest.raises(RuntimeError, match=r"requires an SM100 \(Blackwell\) GPU"):
+        getattr(deep_gemm, name)()
+
+
+def test_fp4_operands_need_sm100():
+    a, sfa, b, sfb, d = _operands(128, 256, 256, "meta")
+    packed = torch.empty(128, 128, dtype=torch.uint8, device="meta")
+    with pytest.raises(RuntimeError, match="FP4 operands .* require an SM100"):
+        deep_gemm.fp8_fp4_gemm_nt((a, sfa), (packed, sfb), d)

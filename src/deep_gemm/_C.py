@@ -31,6 +31,14 @@ _ops = _load_extension()
 
 from . import _jit  # noqa: E402  (needs the ops loaded)
 from ._sf_layout import get_mn_major_tma_aligned_tensor, transform_sf_into_required_layout  # noqa: E402
+from ._sm100 import (  # noqa: E402
+    SymmBuffer,
+    bf16_mega_moe,
+    check_not_fp4,
+    fp8_fp4_mega_moe,
+    get_symm_buffer_for_mega_moe,
+    transform_weights_for_mega_moe,
+)
 
 _jit.configure()
 
@@ -195,6 +203,8 @@ def _fp8_gemm(fn: str, a: Any, b: Any, d: torch.Tensor, c: Optional[torch.Tensor
         raise TypeError(f"deep_gemm.{fn}: d must be a tensor, got {type(d).__name__}")
     if not isinstance(compiled_dims, str):
         raise TypeError(f"deep_gemm.{fn}: compiled_dims must be a str such as 'nk', got {type(compiled_dims).__name__}")
+    if a_t.dtype is not torch.float8_e4m3fn or b_t.dtype is not torch.float8_e4m3fn:
+        check_not_fp4(fn, a_t, b_t)  # a clear "needs SM100" for FP4; other dtypes fail in the op
     # nn/tn/tt are views of nt: the same kernel sees transposed operands.
     if transpose_a:
         a_t, sfa = a_t.transpose(0, 1), sfa.transpose(0, 1)
@@ -276,3 +286,7 @@ __all__ += [
     "m_grouped_fp8_gemm_nt_masked",
     "fp8_m_grouped_gemm_nt_masked",
 ]
+
+# SM100-only upstream names: present, and raising a clear error when called.
+__all__ += ["SymmBuffer", "get_symm_buffer_for_mega_moe", "transform_weights_for_mega_moe", "fp8_fp4_mega_moe",
+            "bf16_mega_moe"]

@@ -30,11 +30,19 @@
 from __future__ import annotations
 
 import collections.abc
-from typing import Any, Optional
+from typing import Any, NoReturn, Optional
 
 import torch
 
 import deep_gemm._jit
+
+class SymmBuffer:
+    """Mega MoE's symmetric-memory buffer (SM100 only)."""
+    ...
+
+def bf16_mega_moe(*args: Any, **kwargs: Any) -> NoReturn:
+    """SM100 only."""
+    ...
 
 def fp8_fp4_gemm_nn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
     """:func:`fp8_gemm_nt` with B given as ``[K, N]`` (and its scales transposed alike)."""
@@ -50,6 +58,10 @@ def fp8_fp4_gemm_tn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor,
 
 def fp8_fp4_gemm_tt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'mn', disable_ue8m0_cast: bool = False, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
     """:func:`fp8_gemm_nt` with A given as ``[K, M]`` (B as in nt); A must be a transposed"""
+    ...
+
+def fp8_fp4_mega_moe(*args: Any, **kwargs: Any) -> NoReturn:
+    """SM100 only."""
     ...
 
 def fp8_gemm_nn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
@@ -88,6 +100,10 @@ def get_num_sms() -> int:
     ...
 
 def get_pdl() -> bool:
+    ...
+
+def get_symm_buffer_for_mega_moe(*args: Any, **kwargs: Any) -> NoReturn:
+    """SM100 only."""
     ...
 
 def get_tc_util() -> int:
@@ -139,4 +155,8 @@ def set_tc_util(tc_util: int) -> None:
 
 def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe: collections.abc.Sequence[int], num_groups: Optional[int] = None, is_sfa: Optional[bool] = None, disable_ue8m0_cast: bool = False, psum_layout: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Scales as the SM90 kernels want them."""
+    ...
+
+def transform_weights_for_mega_moe(*args: Any, **kwargs: Any) -> NoReturn:
+    """SM100 only."""
     ...

@@ -37,7 +37,8 @@ def _op_schemas() -> list[str]:
 
 def _render_object(name: str, obj: object) -> list[str]:
     if inspect.isclass(obj):
-        return [f"{name}: type"]
+        doc = inspect.getdoc(obj)
+        return [f"class {name}:", *([f'    """{doc.splitlines()[0]}"""'] if doc else []), "    ..."]
     if not callable(obj):
         return [f"{name}: {type(obj).__name__}"]
     try:
@@ -65,7 +66,7 @@ def generate() -> str:
         "from __future__ import annotations",
         "",
         "import collections.abc",
-        "from typing import Any, Optional",
+        "from typing import Any, NoReturn, Optional",
         "",
         "import torch",
         "",
