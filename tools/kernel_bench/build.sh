@@ -32,10 +32,8 @@ while read -r name; do
         echo "SPILL/STACK: $name"; grep "stack frame" "$log"; bad=1
     fi
     if grep -q "C7508\|setmaxnreg.*ignored" "$log"; then echo "SETMAXNREG IGNORED: $name"; bad=1; fi
-    # C7514: ptxas serialised the wgmmas. Known for the experimental overlap (_o) variant only.
-    if grep -q "C7514" "$log"; then
-        case $name in *_o) echo "wgmma serialised (known, overlap variant): $name" ;; *) echo "WGMMA SERIALISED: $name"; bad=1 ;; esac
-    fi
+    # C7514: ptxas serialised the wgmmas (since v4 the overlap (_o) variant must be clean too).
+    if grep -q "C7514" "$log"; then echo "WGMMA SERIALISED: $name"; bad=1; fi
 done < "$B/kernels/kernels.txt"
 if command -v cuobjdump > /dev/null; then
     printf "%-60s %6s %4s %4s %5s\n" kernel QGMMA LDL STL STSM > "$B/sass_summary.txt"

@@ -139,6 +139,9 @@ static std::vector<Case> build_cases() {
         Case c = make_case("forced", false, m, 2112, m == 129 ? 1536 + 128 : 7168, 8, false, "overlap", 128, 128, 1);
         c.cfg.mma_overlap = true;
         cases.push_back(c);
+        c.cfg.mma_overlap = false;  // and the plain schedule on the same shapes
+        c.note = "no overlap";
+        cases.push_back(c);
     }
     for (auto& f : forced)
         cases.push_back(make_case("forced", f.fp32, f.m, f.n, f.k, 8, f.fp32, "forced", f.bm, f.bn, f.cl, f.rt));
@@ -165,11 +168,12 @@ static std::vector<Case> build_cases() {
         const int small[][3] = {{64, 32, 1}, {64, 64, 1}, {64, 128, 1}, {64, 64, 2}, {128, 32, 1}};
         for (auto& f : (s[0] > 1024 ? big : small))
             add(make_sm90_fp8_gemm_config(false, f[0], f[1], f[2], s[0], s[1], s[2], g_num_sms), "fixed");
-        // The same 128x128 (or 64x64) tiles with two K blocks in flight, for the A/B.
+        // The same 128x128 (or 64x64) tiles with the other promotion schedule, for the A/B
+        // (since v4 the model's configs overlap the promotion for block_n <= 128).
         Sm90Fp8GemmConfig ov = make_sm90_fp8_gemm_config(false, s[0] > 1024 ? 128 : 64, s[0] > 1024 ? 128 : 64, 1,
                                                           s[0], s[1], s[2], g_num_sms);
-        ov.mma_overlap = true;
-        add(ov, "overlap");
+        ov.mma_overlap = !ov.mma_overlap;
+        add(ov, ov.mma_overlap ? "overlap" : "no overlap");
         if (s[0] == 4096 && s[2] == 16384) {  // pipeline-depth sensitivity
             Sm90Fp8GemmConfig shallow = make_sm90_fp8_gemm_config(false, 128, 128, 1, s[0], s[1], s[2], g_num_sms);
             shallow.stages = 4;

@@ -64,7 +64,7 @@ struct Sm90Fp8GemmConfig {
     int num_math_threads = 256;  // block_m / 64 warpgroups
     int num_threads = 384;       // math + one TMA producer warpgroup
     int swizzle_d = 0;           // 1D2D: TMA swizzle of the D staging tile (bytes)
-    bool mma_overlap = false;    // 1D2D: two K blocks in flight per warpgroup (block_n <= 128)
+    bool mma_overlap = false;    // 1D2D: promote block kb under block kb+1 (block_n <= 128)
     int gemm_type = 0;           // 1D2D: 0 dense, else an Sm90GroupedType (m-grouped MoE)
     double est_cycles = 0.0;     // model estimate used for the choice
 };
@@ -171,8 +171,9 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_gemm_configs(int m, int n, i
                 c.num_math_threads = bm / 64 * 128;
                 c.num_threads = c.num_math_threads + 128;
                 c.swizzle_d = kind == Sm90Fp8Kind::k1D2D ? sm90_fp8_epilogue_swizzle(bn * 2) : 0;
-                // Two K blocks in flight: off until ptxas stops serialising it (C7514).
-                c.mma_overlap = false;
+                // 1D2D: promote block kb while block kb+1 runs (two accumulators, which fit
+                // for block_n <= 128). The v4 form is not serialised by ptxas (no C7514).
+                c.mma_overlap = kind == Sm90Fp8Kind::k1D2D && bn <= 128;
                 int stages = sm90_fp8_max_stages(bm, bn);
                 while (stages > 2 && sm90_fp8_smem_bytes(kind, bm, bn, stages) > max_smem_bytes) --stages;
                 if (sm90_fp8_smem_bytes(kind, bm, bn, stages) > max_smem_bytes) continue;
@@ -322,8 +323,17 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_grouped_configs(int gemm_typ
         if (gemm_type != static_cast<int>(Sm90GroupedType::kMasked) && align_m % c.block_m != 0) continue;
         c.gemm_type = gemm_type;
         if (gemm_type != static_cast<int>(Sm90GroupedType::kContiguous)) c.grid_x = num_sms;
+        // The grouped math warpgroups run on 224 registers (the scheduler's producer needs
+        // more): a second accumulator spills there, so they keep the plain schedule.
+        if (c.mma_overlap) {
+            c.mma_overlap = false;
+            c.est_cycles = sm90_fp8_estimate_cycles(c, std::max(m, 1), n, k, std::max(num_groups, 1));
+        }
         out.push_back(c);
     }
+    std::stable_sort(out.begin(), out.end(), [](const Sm90Fp8GemmConfig& a, const Sm90Fp8GemmConfig& b) {
+        return a.est_cycles < b.est_cycles;
+    });
     return out;
 }
 

@@ -150,12 +150,10 @@ __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sche
 }
 
 // Issue one 128-wide K block for this warpgroup's 64 rows: four m64nNk32 wgmmas into a
-// fresh accumulator, committed as one group (not waited for).
+// fresh accumulator, committed as one group (not waited for). desc_a / desc_b describe the
+// stage's A rows of this warpgroup and its B tile (see StageDescs).
 template <uint32_t kBlockN>
-__device__ __forceinline__ void mma_k_block_issue(const uint8_t* a_rows64, const uint8_t* b_tile,
-                                                  float (&acc)[kBlockN / 2]) {
-    const uint64_t desc_a = ptx::make_smem_desc_sw128(a_rows64);
-    const uint64_t desc_b = ptx::make_smem_desc_sw128(b_tile);
+__device__ __forceinline__ void mma_k_block_issue(uint64_t desc_a, uint64_t desc_b, float (&acc)[kBlockN / 2]) {
     ptx::fence_operands(acc);
     ptx::wgmma_fence();
 #pragma unroll
@@ -167,12 +165,25 @@ __device__ __forceinline__ void mma_k_block_issue(const uint8_t* a_rows64, const
 
 // Issue and wait: the accumulator is complete on return (the caller promotes it next).
 template <uint32_t kBlockN>
-__device__ __forceinline__ void mma_k_block(const uint8_t* a_rows64, const uint8_t* b_tile,
-                                            float (&acc)[kBlockN / 2]) {
-    mma_k_block_issue<kBlockN>(a_rows64, b_tile, acc);
+__device__ __forceinline__ void mma_k_block(uint64_t desc_a, uint64_t desc_b, float (&acc)[kBlockN / 2]) {
+    mma_k_block_issue<kBlockN>(desc_a, desc_b, acc);
     ptx::wgmma_wait<0>();
     ptx::fence_operands(acc);
 }
+
+// wgmma descriptors of stage 0, built once per kernel: stage s is the same descriptor with
+// its start address advanced by s tiles (one 32-bit add), instead of a descriptor rebuilt
+// from the stage's address on the path to every K block's first wgmma.
+template <typename Layout>
+struct StageDescs {
+    uint64_t a0, b0;
+    // wg: this warpgroup (its 64 rows of A); should be warp-uniform (see the callers).
+    __device__ __forceinline__ StageDescs(const Layout& smem, uint32_t wg)
+        : a0(ptx::make_smem_desc_sw128(smem.a(0) + wg * 64 * kBlockK)),
+          b0(ptx::make_smem_desc_sw128(smem.b(0))) {}
+    __device__ __forceinline__ uint64_t a(uint32_t s) const { return ptx::desc_advance(a0, s * Layout::kABytes); }
+    __device__ __forceinline__ uint64_t b(uint32_t s) const { return ptx::desc_advance(b0, s * Layout::kBBytes); }
+};
 
 // A math warp hands stage s back: one arrival per warp on the empty barrier of every CTA
 // of the cluster (its own twice if the peer has no tile, so the count still completes).

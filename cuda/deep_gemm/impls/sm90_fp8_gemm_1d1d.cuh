@@ -87,7 +87,11 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d1d_impl(uint32_t shape_m, uint32
         __syncwarp();
     } else {
         ptx::setmaxnreg_inc<kMathRegs>();
-        const uint32_t wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+        // The warpgroup index through a shuffle: the compiler then knows it is warp-uniform
+        // and keeps the A-tile address and wgmma descriptors in uniform registers.
+        const uint32_t wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
+        const uint32_t warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+        const StageDescs<Layout> descs(smem, wg);
         const uint32_t row_lo = wg * 64 + warp * 16 + lane / 4;
         Scheduler sched(m, n);
         PipeState<kStages> pipe;
@@ -101,7 +105,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d1d_impl(uint32_t shape_m, uint32
                 const uint32_t s = pipe.stage;
                 ptx::mbar_wait(smem.full(s), pipe.phase);
                 const float sfa_lo = smem.sfa(s)[row_lo], sfa_hi = smem.sfa(s)[row_lo + 8];
-                mma_k_block<kBlockN>(smem.a(s) + wg * 64 * kBlockK, smem.b(s), acc);
+                mma_k_block<kBlockN>(descs.a(s), descs.b(s), acc);
                 // SFB is read from the stage before releasing it.
                 sm90_1d1d::promote<kBlockN>(result, acc, sfa_lo, sfa_hi, smem.sfb(s), lane);
                 __syncwarp();  // every lane's SFB reads precede lane 0's release

@@ -160,8 +160,8 @@ __device__ __forceinline__ void store_tile_bf16_rows(const float (&result)[kBloc
 //   kBlockM       64 (1 math warpgroup) or 128 (2); kBlockN multiple of 16, <= 256
 //   kStages       pipeline depth; kCluster 1 or 2 (TMA multicast of A within the pair)
 //   kGroupN       scheduler group width in n-blocks (even when kCluster == 2)
-//   kOverlapMma   keep two K blocks in flight per warpgroup (two accumulators): the
-//                 tensor cores run block kb+1 while the warpgroup promotes block kb.
+//   kOverlapMma   two accumulators: the tensor cores run block kb+1 while the warpgroup
+//                 promotes block kb (the default for dense BLOCK_N <= 128; off for grouped).
 //                 Needs 3 x BLOCK_N/2 accumulator registers: BLOCK_N <= 128.
 //   kGemmType     kNormal (dense), or an m-grouped MoE variant (scheduler/tile_scheduler.cuh):
 //                 B is [G * N, K], SFB [G, ceil(N/128), K/128]; shape_m is M_sum (contiguous)
@@ -224,7 +224,11 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     } else {
         // ---- math warpgroups ----
         ptx::setmaxnreg_inc<kMathRegsHere>();
-        const uint32_t wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+        // The warpgroup index through a shuffle: the compiler then knows it is warp-uniform
+        // and keeps the A-tile address and wgmma descriptors in uniform registers.
+        const uint32_t wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
+        const uint32_t warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+        const StageDescs<Layout> descs(smem, wg);
         const uint32_t row_lo = wg * 64 + warp * 16 + lane / 4;  // row_hi = row_lo + 8
         Scheduler sched(m, n, grouped_layout, num_groups, align_m);
         PipeState<kStages> pipe;
@@ -248,9 +252,9 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
             for (uint32_t i = 0; i < kBlockN / 2; ++i) result[i] = 0.0f;
 
             if constexpr (kOverlapMma) {
-                // Two K blocks in flight: `issue` waits for a stage and starts its wgmmas into
-                // one accumulator; `retire` frees the oldest stage and promotes its
-                // accumulator while the younger block still runs on the tensor cores.
+                // Two accumulators: the tensor cores run block kb+1 while the warpgroup
+                // promotes block kb. `issue` waits for a stage, reads its SFA and starts its
+                // wgmmas into one accumulator (not waited for).
                 struct Scales { float sfa_lo, sfa_hi, sfb_0, sfb_1; };
                 PipeState<kStages> rel = pipe;
                 auto issue = [&](uint32_t kb, float (&a)[kBlockN / 2], Scales& sc) {
@@ -260,41 +264,52 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                     ptx::mbar_wait(smem.full(s), pipe.phase);
                     sc.sfa_lo = smem.sfa(s)[row_lo];
                     sc.sfa_hi = smem.sfa(s)[row_lo + 8];
-                    mma_k_block_issue<kBlockN>(smem.a(s) + wg * 64 * kBlockK, smem.b(s), a);
+                    mma_k_block_issue<kBlockN>(descs.a(s), descs.b(s), a);
                     pipe.advance();
                 };
-                auto retire = [&](float (&a)[kBlockN / 2], const Scales& sc) {
+                // `finish` waits for the only group in flight and hands its stage back;
+                // `promote` then folds a completed accumulator into the result.
+                auto finish = [&](float (&a)[kBlockN / 2]) {
+                    // The result FFMAs of the promotion issued just before must not sink
+                    // below the wait (they are what overlaps the tensor cores).
+                    ptx::fence_operands(result);
+                    ptx::wgmma_wait<0>();
                     ptx::fence_operands(a);
                     release_stage<kCluster>(smem.empty(rel.stage), lane, tile.peer_alive);
                     rel.advance();
+                };
+                auto promote = [&](const float (&a)[kBlockN / 2], const Scales& sc) {
                     sm90_1d2d::promote<kBlockN>(result, a, sc.sfa_lo, sc.sfa_hi, sc.sfb_0, sc.sfb_1, first_cols);
                 };
-                // ptxas keeps the wgmmas asynchronous only if every path through the loop
-                // retires groups the same way: an odd first block runs alone, then the
-                // blocks go in pairs with a uniform "issue next, wait<1>, retire oldest".
+                // Block kb+1 is issued before block kb is promoted, and every group is waited
+                // for (wait<0>) before the next issue: no wgmma is in flight across a loop
+                // back edge or a branch. ptxas only proves a `wait_group 1` retires the older
+                // group in straight-line code; with a group in flight across the back edge
+                // (the v3 form: issue, wait<1>, promote the older) it saw the promotion's
+                // reads as reads of an in-flight accumulator and serialised every wgmma
+                // (C7514). Here the promotion only ever reads the accumulator that is not
+                // in flight, so the tensor cores idle only from a wait to the next issue.
                 Scales sc0, sc1;
-                uint32_t kb = 0;
-                if (num_k_blocks % 2 == 1) {
+                uint32_t kb = 1;
+                if (num_k_blocks > 0) {
                     issue(0, acc, sc0);
-                    ptx::wgmma_wait<0>();
-                    retire(acc, sc0);
-                    kb = 1;
+                    finish(acc);
+                }
+                for (; kb + 1 < num_k_blocks; kb += 2) {
+                    issue(kb, acc2, sc1);
+                    promote(acc, sc0);
+                    finish(acc2);
+                    issue(kb + 1, acc, sc0);
+                    promote(acc2, sc1);
+                    finish(acc);
                 }
                 if (kb < num_k_blocks) {
-                    issue(kb, acc, sc0);
-                    for (; kb + 2 < num_k_blocks; kb += 2) {
-                        issue(kb + 1, acc2, sc1);
-                        ptx::wgmma_wait<1>();
-                        retire(acc, sc0);
-                        issue(kb + 2, acc, sc0);
-                        ptx::wgmma_wait<1>();
-                        retire(acc2, sc1);
-                    }
-                    issue(kb + 1, acc2, sc1);
-                    ptx::wgmma_wait<1>();
-                    retire(acc, sc0);
-                    ptx::wgmma_wait<0>();
-                    retire(acc2, sc1);
+                    issue(kb, acc2, sc1);
+                    promote(acc, sc0);
+                    finish(acc2);
+                    promote(acc2, sc1);
+                } else if (num_k_blocks > 0) {
+                    promote(acc, sc0);
                 }
             } else {
                 float sfb_0 = __ldg(sfb_row0), sfb_1 = __ldg(sfb_row1);
@@ -306,7 +321,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
 
                     ptx::mbar_wait(smem.full(s), pipe.phase);
                     const float sfa_lo = smem.sfa(s)[row_lo], sfa_hi = smem.sfa(s)[row_lo + 8];
-                    mma_k_block<kBlockN>(smem.a(s) + wg * 64 * kBlockK, smem.b(s), acc);
+                    mma_k_block<kBlockN>(descs.a(s), descs.b(s), acc);
                     release_stage<kCluster>(smem.empty(s), lane, tile.peer_alive);
                     sm90_1d2d::promote<kBlockN>(result, acc, sfa_lo, sfa_hi, sfb_0, sfb_1, first_cols);
                     sfb_0 = next_0;

@@ -24,8 +24,13 @@ __device__ __forceinline__ uint64_t make_smem_desc_sw128(const void* tile) {
 }
 
 // Advance a descriptor's start address by `bytes` (a multiple of 16).
+// Only the low word changes: the 14-bit start-address field cannot carry into bit 14 for
+// any shared-memory address (< 256 KB), so a 32-bit add is exact. A 64-bit add compiles to
+// an add-with-carry pair plus two R2UR moves per wgmma on the path to every QGMMA; the
+// 32-bit form keeps the high word a constant and the low word in a uniform register.
 __device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) {
-    return desc + (bytes >> 4);
+    const uint32_t lo = static_cast<uint32_t>(desc) + (bytes >> 4);
+    return (desc & 0xFFFFFFFF00000000ull) | lo;
 }
 
 // Must precede the first wgmma of a batch whose accumulators were touched by ordinary
