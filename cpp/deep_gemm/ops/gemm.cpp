@@ -9,6 +9,7 @@
 #include <string>
 
 #include "../launch/sm90_fp8_gemm.hpp"
+#include "op_args.hpp"
 #include "../torch/sf_layout.hpp"
 #include "../torch/tensor_checks.hpp"
 
@@ -16,23 +17,6 @@ namespace deep_gemm::ops {
 namespace {
 
 constexpr const char* kOp = "fp8_gemm_nt";
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-struct CompiledDims {
-  bool m = false, n = false, k = false;
-};
-
-CompiledDims parse_compiled_dims(const std::string& dims) {
-  CompiledDims out;
-  for (char ch : dims) {
-    check_arg(ch == 'm' || ch == 'n' || ch == 'k', kOp, "compiled_dims may only contain 'm', 'n' and 'k', got '",
-              dims, "'");
-    (ch == 'm' ? out.m : ch == 'n' ? out.n : out.k) = true;
-  }
-  if (DeviceRuntime::get().ignore_compile_dims()) out = {};
-  return out;
-}
 
 // Per-row (1x128) scale factors: fp32 [mn, ceil(K/128)] in any layout; they
 // are brought into the MN-major, TMA-aligned layout the kernels load only when
@@ -46,7 +30,7 @@ void check_row_sf(const ArgChecker& chk, const Tensor& sf, const char* name, int
 
 void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::optional<Tensor> c, std::string compiled_dims) {
   const ArgChecker chk(kOp);
-  const CompiledDims cd = parse_compiled_dims(compiled_dims);
+  const CompiledDims cd = parse_compiled_dims(compiled_dims, kOp);
   chk.dim({a, "a"}, 2);
   chk.dim({b, "b"}, 2);
   chk.dim({d, "d"}, 2);
@@ -128,7 +112,7 @@ std::string fp8_gemm_build(int64_t m, int64_t n, int64_t k, bool fp32_out, int64
   check_arg(m > 0 && n > 0 && k > 0 && k % 128 == 0, op, "need M, N > 0 and K a positive multiple of 128, got ", m,
             " x ", n, " x ", k);
   check_arg(num_sms > 0 && num_sms <= 1024, op, "num_sms must be in [1, 1024], got ", num_sms);
-  const CompiledDims cd = parse_compiled_dims(compiled_dims);
+  const CompiledDims cd = parse_compiled_dims(compiled_dims, op);
   const auto [mult_m, mult_n] = DeviceRuntime::get().block_size_multiple_of();
   const launch::detail::ConfigKey key{fp32_out, int(m), int(n), int(k), cd.m ? int(m) : 0, cd.n ? int(n) : 0,
                                       cd.k ? int(k) : 0, int(num_sms), mult_m, mult_n, 0};

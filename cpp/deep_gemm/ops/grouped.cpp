@@ -13,6 +13,7 @@
 #include <string>
 
 #include "../launch/sm90_fp8_grouped.hpp"
+#include "op_args.hpp"
 #include "../torch/sf_layout.hpp"
 #include "../torch/tensor_checks.hpp"
 
@@ -23,23 +24,6 @@ namespace h = deep_gemm::heuristics;
 
 constexpr const char* kContigOp = "m_grouped_fp8_gemm_nt_contiguous";
 constexpr const char* kMaskedOp = "m_grouped_fp8_gemm_nt_masked";
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-struct Dims {
-  bool m = false, n = false, k = false;
-};
-
-Dims parse_dims(const std::string& dims, const char* op) {
-  Dims out;
-  for (char ch : dims) {
-    check_arg(ch == 'm' || ch == 'n' || ch == 'k', op, "compiled_dims may only contain 'm', 'n' and 'k', got '", dims,
-              "'");
-    (ch == 'm' ? out.m : ch == 'n' ? out.n : out.k) = true;
-  }
-  if (DeviceRuntime::get().ignore_compile_dims()) out = {};
-  return out;
-}
 
 // The index tensor: int32, 1-D, `len` entries, contiguous, and on the GPU (or meta).
 void check_index(const ArgChecker& chk, const Tensor& t, const char* name, int64_t len, const char* what,
@@ -75,7 +59,7 @@ void m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb
                                       std::optional<int64_t> expected_m_for_psum_layout) {
   const char* op = kContigOp;
   const ArgChecker chk(op);
-  const Dims cd = parse_dims(compiled_dims, op);
+  const CompiledDims cd = parse_compiled_dims(compiled_dims, op);
   chk.dim({a, "a"}, 2);
   chk.dim({b, "b"}, 3);
   chk.dim({d, "d"}, 2);
@@ -151,7 +135,7 @@ void m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Te
                                   int64_t expected_m, std::string compiled_dims) {
   const char* op = kMaskedOp;
   const ArgChecker chk(op);
-  const Dims cd = parse_dims(compiled_dims, op);
+  const CompiledDims cd = parse_compiled_dims(compiled_dims, op);
   check_arg(expected_m > 0, op, "expected_m must be > 0 (the typical valid rows per group, for the heuristic), got ",
             expected_m);
   chk.dim({a, "a"}, 3);
@@ -231,7 +215,7 @@ std::string m_grouped_fp8_gemm_build(std::string layout, int64_t m, int64_t n, i
   check_arg(num_sms > 0 && num_sms <= 1024, op, "num_sms must be in [1, 1024], got ", num_sms);
   const bool masked = layout == "masked";
   check_arg(!masked || expected_m > 0, op, "expected_m must be > 0 for the masked layout, got ", expected_m);
-  const Dims cd = parse_dims(compiled_dims, op);
+  const CompiledDims cd = parse_compiled_dims(compiled_dims, op);
   const auto [mult_m, mult_n] = DeviceRuntime::get().block_size_multiple_of();
   const int type = static_cast<int>(masked ? h::Sm90GroupedType::kMasked
                                     : layout == "psum" ? h::Sm90GroupedType::kContiguousPsum
