@@ -86,22 +86,8 @@ void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::opti
 
   launch::Sm90Fp8Problem p;
   p.fp32_out = fp32_out;
-  p.m = static_cast<int>(m);
-  p.n = static_cast<int>(n);
-  p.k = static_cast<int>(k);
-  p.compiled_m = cd.m ? p.m : 0;
-  p.compiled_n = cd.n ? p.n : 0;
-  p.compiled_k = cd.k ? p.k : 0;
-  p.device = a.get_device_index();
-  p.a = a.data_ptr();
-  p.b = b.data_ptr();
-  p.sfa = sfa_k.data_ptr();
-  p.sfb = sfb_k.data_ptr();
+  set_gemm_operands(p, m, n, k, cd, a, b, sfa_k, sfb_k, d);
   p.c = c.has_value() ? c->data_ptr() : nullptr;
-  p.d = d.data_ptr();
-  p.lda_bytes = static_cast<uint64_t>(a.stride(0));
-  p.ldb_bytes = static_cast<uint64_t>(b.stride(0));
-  p.ld_d = static_cast<uint64_t>(d.stride(0));
   launch::Sm90Fp8GemmLauncher::get().run(p);
 }
 

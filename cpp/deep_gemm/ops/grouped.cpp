@@ -105,9 +105,8 @@ void m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb
   const Tensor sfb_k = contiguous_sfb(sfb);
   launch::Sm90Fp8GroupedProblem p;
   p.gemm_type = static_cast<int>(use_psum_layout ? h::Sm90GroupedType::kContiguousPsum : h::Sm90GroupedType::kContiguous);
-  p.m = static_cast<int>(m);
-  p.n = static_cast<int>(n);
-  p.k = static_cast<int>(k);
+  set_gemm_operands(p, m, n, k, cd, a, b, sfa_k, sfb_k, d);
+  p.layout = grouped_layout.data_ptr();
   p.num_groups = static_cast<int>(g);
   // As upstream: with an expected per-group M the psum layout is costed as G groups of it,
   // otherwise the whole of M_sum as one GEMM.
@@ -115,19 +114,6 @@ void m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb
   p.m_for_config = per_group ? static_cast<int>(*expected_m_for_psum_layout) : p.m;
   p.groups_for_config = per_group ? p.num_groups : 1;
   p.align_m = static_cast<int>(align);
-  p.compiled_m = cd.m ? p.m : 0;
-  p.compiled_n = cd.n ? p.n : 0;
-  p.compiled_k = cd.k ? p.k : 0;
-  p.device = a.get_device_index();
-  p.a = a.data_ptr();
-  p.b = b.data_ptr();
-  p.sfa = sfa_k.data_ptr();
-  p.sfb = sfb_k.data_ptr();
-  p.layout = grouped_layout.data_ptr();
-  p.d = d.data_ptr();
-  p.lda_bytes = static_cast<uint64_t>(a.stride(0));
-  p.ldb_bytes = static_cast<uint64_t>(b.stride(1));
-  p.ld_d = static_cast<uint64_t>(d.stride(0));
   launch::Sm90Fp8GroupedLauncher::get().run(p, op);
 }
 
@@ -177,26 +163,12 @@ void m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Te
   const Tensor sfb_k = contiguous_sfb(sfb);
   launch::Sm90Fp8GroupedProblem p;
   p.gemm_type = static_cast<int>(h::Sm90GroupedType::kMasked);
-  p.m = static_cast<int>(max_m);
-  p.n = static_cast<int>(n);
-  p.k = static_cast<int>(k);
+  set_gemm_operands(p, max_m, n, k, cd, a, b, sfa_k, sfb_k, d);
+  p.layout = masked_m.data_ptr();
   p.num_groups = static_cast<int>(g);
   p.m_for_config = static_cast<int>(std::min(expected_m, max_m));
   p.groups_for_config = p.num_groups;
   p.align_m = 1;
-  p.compiled_m = cd.m ? p.m : 0;
-  p.compiled_n = cd.n ? p.n : 0;
-  p.compiled_k = cd.k ? p.k : 0;
-  p.device = a.get_device_index();
-  p.a = a.data_ptr();
-  p.b = b.data_ptr();
-  p.sfa = sfa_k.data_ptr();
-  p.sfb = sfb_k.data_ptr();
-  p.layout = masked_m.data_ptr();
-  p.d = d.data_ptr();
-  p.lda_bytes = static_cast<uint64_t>(a.stride(1));
-  p.ldb_bytes = static_cast<uint64_t>(b.stride(1));
-  p.ld_d = static_cast<uint64_t>(d.stride(1));
   launch::Sm90Fp8GroupedLauncher::get().run(p, op);
 }
 

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include <torch/csrc/stable/tensor.h>
+
 #include "../runtime/device_runtime.hpp"
 #include "../torch/errors.hpp"
 
@@ -26,6 +28,33 @@ inline CompiledDims parse_compiled_dims(const std::string& dims, const char* op)
   }
   if (DeviceRuntime::get().ignore_compile_dims()) out = {};
   return out;
+}
+
+// The launch fields every FP8 GEMM problem (dense or grouped) shares: shape,
+// compiled dims, device, operand pointers and row pitches. A pitch is the
+// stride of the second-to-last dimension, which covers 2-D operands and the
+// [G, rows, K] ones alike.
+template <class Problem>
+void set_gemm_operands(Problem& p, int64_t m, int64_t n, int64_t k, const CompiledDims& cd,
+                       const torch::stable::Tensor& a, const torch::stable::Tensor& b,
+                       const torch::stable::Tensor& sfa, const torch::stable::Tensor& sfb,
+                       const torch::stable::Tensor& d) {
+  const auto row_pitch = [](const torch::stable::Tensor& t) { return static_cast<uint64_t>(t.stride(t.dim() - 2)); };
+  p.m = static_cast<int>(m);
+  p.n = static_cast<int>(n);
+  p.k = static_cast<int>(k);
+  p.compiled_m = cd.m ? p.m : 0;
+  p.compiled_n = cd.n ? p.n : 0;
+  p.compiled_k = cd.k ? p.k : 0;
+  p.device = a.get_device_index();
+  p.a = a.data_ptr();
+  p.b = b.data_ptr();
+  p.sfa = sfa.data_ptr();
+  p.sfb = sfb.data_ptr();
+  p.d = d.data_ptr();
+  p.lda_bytes = row_pitch(a);  // fp8: elements are bytes
+  p.ldb_bytes = row_pitch(b);
+  p.ld_d = row_pitch(d);
 }
 
 }  // namespace deep_gemm::ops
