@@ -201,8 +201,9 @@ def test_compile_does_not_hold_the_gil(jit_env):
     elapsed = time.monotonic() - t0
     assert not errors, errors
     assert elapsed > 0.1, "the compile finished too fast to tell"
-    # With the GIL held for the whole compile this loop could not tick at all.
-    assert ticks > elapsed * 100, (ticks, elapsed)
+    # With the GIL held for the whole compile this loop could not tick at all; free, it
+    # ticks up to ~1000/s (far fewer on a loaded 2-core CI machine, hence the low bar).
+    assert ticks > max(5.0, elapsed * 20), (ticks, elapsed)
 
 
 def test_get_jit_reports_runtime():

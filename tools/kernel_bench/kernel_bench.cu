@@ -134,6 +134,10 @@ static std::vector<Case> build_cases() {
         {false, 333, 2112, 1536, 128, 80, 2, true},    {false, 4096, 7168, 16384, 128, 128, 2, false},
         {true, 4097, 2112, 7168, 128, 112, 2, false},  {true, 4097, 7168, 2048, 128, 160, 1, true},
         {true, 77, 576, 1536, 64, 32, 2, false},
+        // block_m 256 (two slabs per warpgroup) and block_n 192 (since v5).
+        {false, 4097, 7168, 2048, 256, 128, 1, false}, {false, 4097, 2112, 7168, 256, 112, 2, false},
+        {false, 333, 2112, 1536, 256, 64, 1, true},    {false, 4097, 24576, 1536, 128, 192, 1, false},
+        {false, 129, 2112, 7168, 128, 192, 2, false},
     };
     for (int m : {129, 4097}) {  // two-K-blocks-in-flight path, odd and even K block counts
         Case c = make_case("forced", false, m, 2112, m == 129 ? 1536 + 128 : 7168, 8, false, "overlap", 128, 128, 1);
@@ -164,8 +168,10 @@ static std::vector<Case> build_cases() {
         add(ranked[0], "choice");
         add(ranked[1], "alt");
         // Fixed candidates so every shape compares the same families, cluster 1 vs 2.
-        const int big[][3] = {{128, 128, 1}, {128, 128, 2}, {128, 160, 2}, {128, 112, 2}, {128, 144, 1}};
-        const int small[][3] = {{64, 32, 1}, {64, 64, 1}, {64, 128, 1}, {64, 64, 2}, {128, 32, 1}};
+        const int big[][3] = {{128, 128, 1}, {256, 128, 1}, {256, 128, 2}, {128, 192, 1},
+                              {128, 160, 1}, {256, 96, 1},  {256, 64, 1}};
+        const int small[][3] = {{64, 32, 1},  {64, 64, 1},  {64, 128, 1}, {128, 192, 1},
+                                {128, 64, 1}, {64, 192, 1}, {128, 128, 1}};
         for (auto& f : (s[0] > 1024 ? big : small))
             add(make_sm90_fp8_gemm_config(false, f[0], f[1], f[2], s[0], s[1], s[2], g_num_sms), "fixed");
         // The same 128x128 (or 64x64) tiles with the other promotion schedule, for the A/B

@@ -61,10 +61,10 @@ struct Sm90Fp8GemmConfig {
     int num_sms = 132;           // SMs available (set_num_sms)
     int grid_x = 132;            // persistent grid: num_sms rounded down to the cluster
     int smem_bytes = 0;          // dynamic shared memory
-    int num_math_threads = 256;  // block_m / 64 warpgroups
+    int num_math_threads = 256;  // min(block_m / 64, 2) warpgroups (block_m 256: two 64-row slabs each)
     int num_threads = 384;       // math + one TMA producer warpgroup
     int swizzle_d = 0;           // 1D2D: TMA swizzle of the D staging tile (bytes)
-    bool mma_overlap = false;    // 1D2D: promote block kb under block kb+1 (block_n <= 128)
+    bool mma_overlap = false;    // 1D2D: promote block kb under block kb+1 (block_m <= 128, block_n <= 128)
     int gemm_type = 0;           // 1D2D: 0 dense, else an Sm90GroupedType (m-grouped MoE)
     double est_cycles = 0.0;     // model estimate used for the choice
 };
@@ -110,39 +110,49 @@ inline double sm90_fp8_multicast_fraction(int num_m, int num_n, int group_n) {
     return pairs > 0 ? shared / pairs : 0.0;
 }
 
-// Cycle model of one configuration (per SM clocks; only the ranking matters).
-//   tensor:  m64nNk32 fp8 wgmma ~ max(N/2, 16) clk on an SM, warpgroups share the tensor
-//            cores; a warpgroup also promotes (N/2 FMA per thread) and syncs (~60 clk)
-//            after its own wgmmas, which the other warpgroup's wgmmas hide.
-//   smem:    wgmma operand reads ~128 B/clk per SM (each warpgroup reads all of B).
+// Cycle model of one configuration (per SM clocks; only the ranking matters). Per 128-wide
+// K block of a tile:
+//   tensor:  each 64-row slab runs four m64nNk32 fp8 wgmmas, ~max(N/2, 16) clk each.
+//   smem:    ~128 B/clk per SM, shared by the TMA writes (A and B tiles) and the wgmma
+//            operand reads (every slab reads its 64 rows of A and all of B). For the
+//            common tiles this, not the tensor rate, is the floor (128x128: 640 vs 512 clk).
+//   promote: exposed unless other wgmmas run under it. Plain schedule with one slab per
+//            warpgroup: both warpgroups wait on the same stage and promote in phase (+N/2
+//            + 60 clk). Overlap (two accumulators) and block_m 256 (two slabs per
+//            warpgroup, staggered against the other warpgroup): ~30 clk.
 //   loads:   L2 -> SM ~64 B/clk per SM; multicast halves A for the pairs that share it.
-//   tiles:   waves of grid_x tiles, ~400 clk of epilogue per tile, ~1500 clk of fill.
+//   tiles:   waves of grid_x tiles, ~400 clk of epilogue per 64-row slab pair, ~1500 clk of fill.
 //   DRAM:    ~2150 B/clk for the whole GPU (4.3 TB/s at ~2 GHz), a floor.
+// Calibration (H200, NOTES.md): 128x128 at 4096x7168x16384 ran ~720 clk per K block with
+// overlap and ~815 without (model 670 / 764) at the ~1.6 GHz sustained clock.
 // num_groups > 1 (m-grouped): `num_groups` independent m x n x k problems sharing the grid.
 inline double sm90_fp8_estimate_cycles(const Sm90Fp8GemmConfig& c, int m, int n, int k, int num_groups = 1) {
     const int num_m = sm90_fp8_ceil_div(m, c.block_m), num_n = sm90_fp8_ceil_div(n, c.block_n);
     const long tiles = static_cast<long>(num_m) * num_n * num_groups;
     const long waves = (tiles + c.grid_x - 1) / c.grid_x;
-    const int num_wg = c.block_m / 64;
-    const double wgmma = 4.0 * std::max(c.block_n / 2.0, 16.0);
-    // With two K blocks in flight the promotion runs under the next block's wgmmas.
-    const double per_wg = wgmma + (c.mma_overlap ? 30.0 : c.block_n / 2.0 + 60.0);
-    // Shared memory feeds wgmma ~128 B/clk: every warpgroup reads its A rows and all of B.
-    const double smem_read = num_wg * (64.0 + c.block_n) * 128.0 / 128.0;
-    const double compute = std::max({num_wg * wgmma, per_wg, smem_read});
+    const int slabs = c.block_m / 64;
+    const double tensor = slabs * 4.0 * std::max(c.block_n / 2.0, 16.0);
+    const double smem = (c.block_m + c.block_n) + slabs * (64.0 + c.block_n);
+    const bool staggered = c.mma_overlap || c.block_m == 256;
+    const double promote = staggered ? 30.0 : c.block_n / 2.0 + 60.0;
     const double mc = c.cluster == 2 ? sm90_fp8_multicast_fraction(num_m, num_n, c.group_n) : 0.0;
     const double a_rows = c.block_m * (1.0 - 0.5 * mc);
     const double load = (a_rows + c.block_n) * 128.0 / 64.0;
-    // Measured (runs 2-3): with block_m 128, every block_n other than 128 (and small ones)
-    // ran 10-25% slower per FLOP than 128 (112: 0.82x, 144: 0.89x, 160: 0.91x on
-    // 4096x7168x16384), which the terms above do not capture.
-    const bool off_sweet_spot = c.block_m == 128 && c.block_n > 64 && c.block_n != 128;
-    const double per_k_block = std::max(compute, load) * (off_sweet_spot ? 1.2 : 1.0);
-    const double tile = (k / 128) * per_k_block + 400.0;
+    // Measured, which the terms above do not capture: with block_m 128, block_n 112 to 192
+    // ran 10-25% slower per FLOP than 128 on 4096x7168x16384 (runs 2-3 and 5: 112 0.82x,
+    // 144 0.89x, 160 0.91-0.95x, 192 0.93x); with block_m 256, block_n 112 ran 0.85x of 128
+    // (run 5), while 96 and 64 matched the model.
+    const bool off_sweet_spot = (c.block_m == 128 && c.block_n > 64 && c.block_n != 128) ||
+                                (c.block_m == 256 && c.block_n > 96 && c.block_n != 128);
+    const double per_k_block = (std::max({tensor, smem, load}) + promote) * (off_sweet_spot ? 1.2 : 1.0);
+    const double tile = (k / 128) * per_k_block + 400.0 * std::max(1, slabs / 2);
     const double out_bytes = c.kind == Sm90Fp8Kind::k1D1D ? 8.0 : 2.0;  // 1D1D reads C too
     const double dram = (static_cast<double>(m) * k + static_cast<double>(n) * k +
                          static_cast<double>(m) * n * out_bytes) * num_groups / 2150.0;
-    return std::max(waves * tile + 1500.0, dram);
+    // The SM work and the DRAM stream overlap only in part (run 5: M = 128 shapes ran
+    // 1.5-1.9x their DRAM time): the larger of the two plus 30% of the smaller.
+    const double sm_work = waves * tile + 1500.0;
+    return std::max(sm_work, dram) + 0.3 * std::min(sm_work, dram);
 }
 
 // Every legal configuration for an m x n x k problem on `num_sms` SMs, best first by the
@@ -155,10 +165,17 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_gemm_configs(int m, int n, i
                                                                  bool allow_cluster2 = false, int num_groups = 1) {
     const Sm90Fp8Kind kind = fp32_out ? Sm90Fp8Kind::k1D1D : Sm90Fp8Kind::k1D2D;
     std::vector<Sm90Fp8GemmConfig> all;
-    for (int bm : {64, 128}) {
-        for (int bn = 16; bn <= 160; bn += 16) {
+    for (int bm : {64, 128, 256}) {
+        // block_m 256 (two 64-row slabs per math warpgroup): dense 1D2D only.
+        if (bm == 256 && (kind != Sm90Fp8Kind::k1D2D || num_groups != 1)) continue;
+        for (int bn = 16; bn <= 192; bn += 16) {
             // 1D2D: a tile may touch at most two 128-wide SFB blocks.
             if (kind == Sm90Fp8Kind::k1D2D && bn > 128 && 128 % (bn - 128) != 0) continue;
+            // Registers of the math warpgroups (232 each): the result and one accumulator,
+            // (slabs + 1) x block_n / 2 floats per thread, must stay within 192; the 1D1D
+            // kernel also holds its SFB reads (block_n <= 160 measured clean).
+            if ((bm == 256 ? 3 : 2) * bn / 2 > 192) continue;
+            if (kind == Sm90Fp8Kind::k1D1D && bn > 160) continue;
             for (int cluster : {1, 2}) {
                 if (cluster == 2 && (num_sms < 2 || !allow_cluster2)) continue;
                 Sm90Fp8GemmConfig c;
@@ -168,12 +185,12 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_gemm_configs(int m, int n, i
                 c.cluster = cluster;
                 c.num_sms = num_sms;
                 c.grid_x = num_sms / cluster * cluster;
-                c.num_math_threads = bm / 64 * 128;
+                c.num_math_threads = std::min(bm / 64, 2) * 128;
                 c.num_threads = c.num_math_threads + 128;
                 c.swizzle_d = kind == Sm90Fp8Kind::k1D2D ? sm90_fp8_epilogue_swizzle(bn * 2) : 0;
                 // 1D2D: promote block kb while block kb+1 runs (two accumulators, which fit
                 // for block_n <= 128). The v4 form is not serialised by ptxas (no C7514).
-                c.mma_overlap = kind == Sm90Fp8Kind::k1D2D && bn <= 128;
+                c.mma_overlap = kind == Sm90Fp8Kind::k1D2D && bm <= 128 && bn <= 128;
                 int stages = sm90_fp8_max_stages(bm, bn);
                 while (stages > 2 && sm90_fp8_smem_bytes(kind, bm, bn, stages) > max_smem_bytes) --stages;
                 if (sm90_fp8_smem_bytes(kind, bm, bn, stages) > max_smem_bytes) continue;
@@ -319,7 +336,8 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_grouped_configs(int gemm_typ
     std::vector<Sm90Fp8GemmConfig> out;
     for (auto c : rank_sm90_fp8_gemm_configs(std::max(m, 1), n, k, num_sms, false, max_smem_bytes, false,
                                              std::max(num_groups, 1))) {
-        if (c.cluster != 1) continue;
+        // block_m 256 is dense-only; block_n 192 spills at the grouped kernels' 224 registers.
+        if (c.cluster != 1 || c.block_m > 128 || c.block_n > 160) continue;
         if (gemm_type != static_cast<int>(Sm90GroupedType::kMasked) && align_m % c.block_m != 0) continue;
         c.gemm_type = gemm_type;
         if (gemm_type != static_cast<int>(Sm90GroupedType::kContiguous)) c.grid_x = num_sms;

@@ -177,9 +177,10 @@ __device__ __forceinline__ void mma_k_block(uint64_t desc_a, uint64_t desc_b, fl
 template <typename Layout>
 struct StageDescs {
     uint64_t a0, b0;
-    // wg: this warpgroup (its 64 rows of A); should be warp-uniform (see the callers).
-    __device__ __forceinline__ StageDescs(const Layout& smem, uint32_t wg)
-        : a0(ptx::make_smem_desc_sw128(smem.a(0) + wg * 64 * kBlockK)),
+    // slab: the first 64-row slab of A this warpgroup reads (its index when each warpgroup
+    // owns one slab); should be warp-uniform (see the callers).
+    __device__ __forceinline__ StageDescs(const Layout& smem, uint32_t slab)
+        : a0(ptx::make_smem_desc_sw128(smem.a(0) + slab * 64 * kBlockK)),
           b0(ptx::make_smem_desc_sw128(smem.b(0))) {}
     __device__ __forceinline__ uint64_t a(uint32_t s) const { return ptx::desc_advance(a0, s * Layout::kABytes); }
     __device__ __forceinline__ uint64_t b(uint32_t s) const { return ptx::desc_advance(b0, s * Layout::kBBytes); }

@@ -53,46 +53,68 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
     return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-// Epilogue of one warpgroup: its 64 x BLOCK_N result goes to shared memory as bf16 via
-// stmatrix, laid out as column "atoms" of [64 rows][kSwizzle bytes] in the TMA swizzle
-// pattern (conflict-free stmatrix rows), then one thread TMA-stores each atom. The TMA
-// clips rows >= M and columns >= N.
+// Epilogue of one warpgroup, in three steps: its kSlabs x 64 rows of the tile go to shared
+// memory as bf16 via stmatrix, laid out per slab as column "atoms" of [64 rows][kSwizzle
+// bytes] in the TMA swizzle pattern (conflict-free stmatrix rows), then one thread
+// TMA-stores each atom. The TMA clips rows >= M and columns >= N. bar_id: the named barrier
+// of this warpgroup (0 is __syncthreads).
 template <uint32_t kBlockN>
-__device__ __forceinline__ void store_tile_bf16(const float (&result)[kBlockN / 2], uint8_t* stage_wg,
-                                                const CUtensorMap* tmap_d, uint32_t wg, uint32_t m0,
-                                                uint32_t n0) {
-    constexpr uint32_t kSwizzle = epilogue_swizzle_bytes(kBlockN * 2);
-    constexpr uint32_t kAtomBytes = 64 * kSwizzle;
+struct EpilogueBf16 {
+    static constexpr uint32_t kSwizzle = epilogue_swizzle_bytes(kBlockN * 2);
+    static constexpr uint32_t kAtomBytes = 64 * kSwizzle;
+    static constexpr uint32_t kSlabBytes = 64 * kBlockN * 2;
     static_assert(kSwizzle != 0, "BLOCK_N must be a multiple of 16");
-    const uint32_t thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
-    const uint32_t bar_id = 1 + wg;  // named barrier per math warpgroup (0 = __syncthreads)
 
     // The previous tile's stores must have finished reading the staging buffer.
-    if (thread == 0) ptx::tma_store_wait_read<0>();
-    ptx::named_barrier_sync(bar_id, 128);
+    static __device__ __forceinline__ void begin(uint32_t bar_id) {
+        if (threadIdx.x % 128 == 0) ptx::tma_store_wait_read<0>();
+        ptx::named_barrier_sync(bar_id, 128);
+    }
 
-    const uint32_t base = ptx::smem_addr(stage_wg);
-    const uint32_t row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+    static __device__ __forceinline__ void stage(const float (&result)[kBlockN / 2], uint8_t* slab) {
+        const uint32_t thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
+        const uint32_t base = ptx::smem_addr(slab);
+        const uint32_t row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
 #pragma unroll
-    for (uint32_t p = 0; p < kBlockN / 16; ++p) {
-        const uint32_t col_byte = p * 32 + (lane / 16) * 16;
-        uint32_t off = (col_byte / kSwizzle) * kAtomBytes + row * kSwizzle + col_byte % kSwizzle;
-        off ^= ((off >> 7) & (kSwizzle / 16 - 1)) << 4;  // the TMA's address-bit XOR swizzle
-        ptx::stmatrix_x4(base + off,
-                         pack_bf16x2(result[8 * p + 0], result[8 * p + 1]),
-                         pack_bf16x2(result[8 * p + 2], result[8 * p + 3]),
-                         pack_bf16x2(result[8 * p + 4], result[8 * p + 5]),
-                         pack_bf16x2(result[8 * p + 6], result[8 * p + 7]));
+        for (uint32_t p = 0; p < kBlockN / 16; ++p) {
+            const uint32_t col_byte = p * 32 + (lane / 16) * 16;
+            uint32_t off = (col_byte / kSwizzle) * kAtomBytes + row * kSwizzle + col_byte % kSwizzle;
+            off ^= ((off >> 7) & (kSwizzle / 16 - 1)) << 4;  // the TMA's address-bit XOR swizzle
+            ptx::stmatrix_x4(base + off,
+                             pack_bf16x2(result[8 * p + 0], result[8 * p + 1]),
+                             pack_bf16x2(result[8 * p + 2], result[8 * p + 3]),
+                             pack_bf16x2(result[8 * p + 4], result[8 * p + 5]),
+                             pack_bf16x2(result[8 * p + 6], result[8 * p + 7]));
+        }
     }
-    ptx::fence_proxy_async_smem();
-    ptx::named_barrier_sync(bar_id, 128);
-    if (thread == 0) {
+
+    // Slab i of `stage_wg` goes to rows row0 + 64 * i.
+    template <uint32_t kSlabs>
+    static __device__ __forceinline__ void finish(uint8_t* stage_wg, const CUtensorMap* tmap_d, uint32_t bar_id,
+                                                  uint32_t row0, uint32_t n0) {
+        ptx::fence_proxy_async_smem();
+        ptx::named_barrier_sync(bar_id, 128);
+        if (threadIdx.x % 128 == 0) {
 #pragma unroll
-        for (uint32_t a = 0; a < kBlockN * 2 / kSwizzle; ++a)
-            ptx::tma_store_2d(tmap_d, stage_wg + a * kAtomBytes, static_cast<int32_t>(n0 + a * kSwizzle / 2),
-                              static_cast<int32_t>(m0 + wg * 64));
-        ptx::tma_store_commit();
+            for (uint32_t i = 0; i < kSlabs; ++i)
+#pragma unroll
+                for (uint32_t a = 0; a < kBlockN * 2 / kSwizzle; ++a)
+                    ptx::tma_store_2d(tmap_d, stage_wg + i * kSlabBytes + a * kAtomBytes,
+                                      static_cast<int32_t>(n0 + a * kSwizzle / 2), static_cast<int32_t>(row0 + i * 64));
+            ptx::tma_store_commit();
+        }
     }
+};
+
+template <uint32_t kBlockN, uint32_t kSlabs>
+__device__ __forceinline__ void store_tile_bf16(const float (&result)[kSlabs][kBlockN / 2], uint8_t* stage_wg,
+                                                const CUtensorMap* tmap_d, uint32_t bar_id, uint32_t row0,
+                                                uint32_t n0) {
+    using Epi = EpilogueBf16<kBlockN>;
+    Epi::begin(bar_id);
+#pragma unroll
+    for (uint32_t i = 0; i < kSlabs; ++i) Epi::stage(result[i], stage_wg + i * Epi::kSlabBytes);
+    Epi::template finish<kSlabs>(stage_wg, tmap_d, bar_id, row0, n0);
 }
 
 // Epilogue of the m-grouped variants, where some rows of a tile must stay untouched
@@ -102,20 +124,16 @@ __device__ __forceinline__ void store_tile_bf16(const float (&result)[kBlockN / 
 // from registers (bf16 pairs, columns < n; the row pitch ld_d is even).
 template <uint32_t kBlockN>
 __device__ __forceinline__ void store_tile_bf16_rows(const float (&result)[kBlockN / 2], uint8_t* stage_wg,
-                                                     const CUtensorMap* tmap_d, uint32_t wg, uint32_t m0,
+                                                     const CUtensorMap* tmap_d, uint32_t bar_id, uint32_t row0,
                                                      uint32_t n0, bool row_lo_ok, bool row_hi_ok,
                                                      __nv_bfloat16* d, uint32_t ld_d, uint32_t n) {
-    constexpr uint32_t kSwizzle = epilogue_swizzle_bytes(kBlockN * 2);
-    constexpr uint32_t kAtomBytes = 64 * kSwizzle;
-    static_assert(kSwizzle != 0, "BLOCK_N must be a multiple of 16");
+    using Epi = EpilogueBf16<kBlockN>;
     const uint32_t thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
-    const uint32_t bar_id = 1 + wg;
-
     if (thread == 0) ptx::tma_store_wait_read<0>();
     // Also the barrier that orders the previous tile's store before this tile's stmatrix.
     const bool all_rows = ptx::named_barrier_and(bar_id, 128, row_lo_ok && row_hi_ok);
     if (!all_rows) {
-        const uint32_t row_lo = m0 + wg * 64 + warp * 16 + lane / 4;
+        const uint32_t row_lo = row0 + warp * 16 + lane / 4;
 #pragma unroll
         for (uint32_t j = 0; j < kBlockN / 8; ++j) {
             const uint32_t col = n0 + j * 8 + (lane % 4) * 2;
@@ -129,35 +147,17 @@ __device__ __forceinline__ void store_tile_bf16_rows(const float (&result)[kBloc
         }
         return;
     }
-    const uint32_t base = ptx::smem_addr(stage_wg);
-    const uint32_t row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
-#pragma unroll
-    for (uint32_t p = 0; p < kBlockN / 16; ++p) {
-        const uint32_t col_byte = p * 32 + (lane / 16) * 16;
-        uint32_t off = (col_byte / kSwizzle) * kAtomBytes + row * kSwizzle + col_byte % kSwizzle;
-        off ^= ((off >> 7) & (kSwizzle / 16 - 1)) << 4;
-        ptx::stmatrix_x4(base + off,
-                         pack_bf16x2(result[8 * p + 0], result[8 * p + 1]),
-                         pack_bf16x2(result[8 * p + 2], result[8 * p + 3]),
-                         pack_bf16x2(result[8 * p + 4], result[8 * p + 5]),
-                         pack_bf16x2(result[8 * p + 6], result[8 * p + 7]));
-    }
-    ptx::fence_proxy_async_smem();
-    ptx::named_barrier_sync(bar_id, 128);
-    if (thread == 0) {
-#pragma unroll
-        for (uint32_t a = 0; a < kBlockN * 2 / kSwizzle; ++a)
-            ptx::tma_store_2d(tmap_d, stage_wg + a * kAtomBytes, static_cast<int32_t>(n0 + a * kSwizzle / 2),
-                              static_cast<int32_t>(m0 + wg * 64));
-        ptx::tma_store_commit();
-    }
+    Epi::stage(result, stage_wg);
+    Epi::template finish<1>(stage_wg, tmap_d, bar_id, row0, n0);
 }
 
 }  // namespace sm90_1d2d
 
 // Template parameters:
 //   kShapeM/N/K   compile-time shape, or 0 to take the runtime argument
-//   kBlockM       64 (1 math warpgroup) or 128 (2); kBlockN multiple of 16, <= 256
+//   kBlockM       64 (1 math warpgroup), 128 (2) or 256 (2, each computing two 64-row slabs
+//                 one after the other: while one warpgroup promotes a slab, the other's
+//                 wgmmas keep the tensor cores busy; dense only). kBlockN multiple of 16, <= 256
 //   kStages       pipeline depth; kCluster 1 or 2 (TMA multicast of A within the pair)
 //   kGroupN       scheduler group width in n-blocks (even when kCluster == 2)
 //   kOverlapMma   two accumulators: the tensor cores run block kb+1 while the warpgroup
@@ -168,7 +168,7 @@ __device__ __forceinline__ void store_tile_bf16_rows(const float (&result)[kBloc
 //                 or rows per group (masked: A/D [G * shape_m, .], SFA [G][K/128][align4]);
 //                 grouped_layout / num_groups / align_m feed the scheduler; d / ld_d are the
 //                 output for tiles with rows that must not be written. Unused for kNormal.
-// Block: 128 * (kBlockM / 64 + 1) threads; dynamic smem: Fp8SmemLayout<...>::kDynamicBytes.
+// Block: 128 * (min(kBlockM / 64, 2) + 1) threads; dynamic smem: Fp8SmemLayout<...>::kDynamicBytes.
 template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
           uint32_t kStages, uint32_t kCluster, uint32_t kGroupN, bool kOverlapMma = false,
           GemmType kGemmType = GemmType::kNormal>
@@ -180,9 +180,12 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                                                         uint32_t num_groups = 1, uint32_t align_m = 1,
                                                         __nv_bfloat16* d = nullptr, uint32_t ld_d = 0) {
     using namespace sm90;
-    constexpr uint32_t kNumMathWG = kBlockM / 64;
+    constexpr uint32_t kNumMathWG = kBlockM == 64 ? 1 : 2;
+    constexpr uint32_t kSlabs = kBlockM / 64 / kNumMathWG;  // 64-row wgmma slabs per warpgroup
     constexpr uint32_t kNumMathThreads = kNumMathWG * 128;
-    static_assert(kBlockM == 64 || kBlockM == 128, "BLOCK_M is 64 or 128");
+    static_assert(kBlockM == 64 || kBlockM == 128 || kBlockM == 256, "BLOCK_M is 64, 128 or 256");
+    static_assert(kSlabs == 1 || (kGemmType == GemmType::kNormal && !kOverlapMma),
+                  "BLOCK_M 256: dense, plain schedule (one accumulator per slab in turn)");
     static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "BLOCK_N: multiple of 16 in [16, 256]");
     static_assert(sm90_1d2d::kAtMostTwoSfbBlocks<kBlockN>, "a tile may span three SFB blocks");
     static_assert(!kOverlapMma || kBlockN <= 128, "two accumulators need BLOCK_N <= 128");
@@ -228,12 +231,13 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
         // and keeps the A-tile address and wgmma descriptors in uniform registers.
         const uint32_t wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
         const uint32_t warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
-        const StageDescs<Layout> descs(smem, wg);
-        const uint32_t row_lo = wg * 64 + warp * 16 + lane / 4;  // row_hi = row_lo + 8
+        const StageDescs<Layout> descs(smem, wg * kSlabs);
+        // Row of this thread in its warpgroup's first slab (row_hi = row_lo + 8; slab i: + 64 i).
+        const uint32_t row_lo = wg * kSlabs * 64 + warp * 16 + lane / 4;
         Scheduler sched(m, n, grouped_layout, num_groups, align_m);
         PipeState<kStages> pipe;
         TileInfo tile;
-        float result[kBlockN / 2], acc[kBlockN / 2];
+        float result[kSlabs][kBlockN / 2], acc[kBlockN / 2];
         float acc2[kOverlapMma ? kBlockN / 2 : 1];  // second accumulator (overlap only)
         while (sched.next(tile)) {
             const uint32_t m0 = sched.a_row(tile), n0 = tile.n_block * kBlockN;
@@ -249,7 +253,9 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
             // the layout loads are off the epilogue's path). Constant true for kNormal.
             const bool lo_ok = sched.row_valid(tile, m0 + row_lo), hi_ok = sched.row_valid(tile, m0 + row_lo + 8);
 #pragma unroll
-            for (uint32_t i = 0; i < kBlockN / 2; ++i) result[i] = 0.0f;
+            for (uint32_t sl = 0; sl < kSlabs; ++sl)
+#pragma unroll
+                for (uint32_t i = 0; i < kBlockN / 2; ++i) result[sl][i] = 0.0f;
 
             if constexpr (kOverlapMma) {
                 // Two accumulators: the tensor cores run block kb+1 while the warpgroup
@@ -272,14 +278,14 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                 auto finish = [&](float (&a)[kBlockN / 2]) {
                     // The result FFMAs of the promotion issued just before must not sink
                     // below the wait (they are what overlaps the tensor cores).
-                    ptx::fence_operands(result);
+                    ptx::fence_operands(result[0]);
                     ptx::wgmma_wait<0>();
                     ptx::fence_operands(a);
                     release_stage<kCluster>(smem.empty(rel.stage), lane, tile.peer_alive);
                     rel.advance();
                 };
                 auto promote = [&](const float (&a)[kBlockN / 2], const Scales& sc) {
-                    sm90_1d2d::promote<kBlockN>(result, a, sc.sfa_lo, sc.sfa_hi, sc.sfb_0, sc.sfb_1, first_cols);
+                    sm90_1d2d::promote<kBlockN>(result[0], a, sc.sfa_lo, sc.sfa_hi, sc.sfb_0, sc.sfb_1, first_cols);
                 };
                 // Block kb+1 is issued before block kb is promoted, and every group is waited
                 // for (wait<0>) before the next issue: no wgmma is in flight across a loop
@@ -320,19 +326,24 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                     const float next_0 = __ldg(sfb_row0 + kb_next), next_1 = __ldg(sfb_row1 + kb_next);
 
                     ptx::mbar_wait(smem.full(s), pipe.phase);
-                    const float sfa_lo = smem.sfa(s)[row_lo], sfa_hi = smem.sfa(s)[row_lo + 8];
-                    mma_k_block<kBlockN>(descs.a(s), descs.b(s), acc);
-                    release_stage<kCluster>(smem.empty(s), lane, tile.peer_alive);
-                    sm90_1d2d::promote<kBlockN>(result, acc, sfa_lo, sfa_hi, sfb_0, sfb_1, first_cols);
+#pragma unroll
+                    for (uint32_t sl = 0; sl < kSlabs; ++sl) {
+                        const float sfa_lo = smem.sfa(s)[row_lo + sl * 64], sfa_hi = smem.sfa(s)[row_lo + sl * 64 + 8];
+                        mma_k_block<kBlockN>(ptx::desc_advance(descs.a(s), sl * 64 * kBlockK), descs.b(s), acc);
+                        if (sl == kSlabs - 1) release_stage<kCluster>(smem.empty(s), lane, tile.peer_alive);
+                        sm90_1d2d::promote<kBlockN>(result[sl], acc, sfa_lo, sfa_hi, sfb_0, sfb_1, first_cols);
+                    }
                     sfb_0 = next_0;
                     sfb_1 = next_1;
                 }
             }
+            uint8_t* stage_wg = smem.d() + wg * kSlabs * 64 * kBlockN * 2;
+            const uint32_t bar_id = 1 + wg;  // named barrier per math warpgroup (0 = __syncthreads)
             if constexpr (kGemmType == GemmType::kNormal) {
-                sm90_1d2d::store_tile_bf16<kBlockN>(result, smem.d() + wg * 64 * kBlockN * 2, tmap_d, wg, m0, n0);
+                sm90_1d2d::store_tile_bf16<kBlockN, kSlabs>(result, stage_wg, tmap_d, bar_id, m0 + wg * kSlabs * 64, n0);
             } else {
-                sm90_1d2d::store_tile_bf16_rows<kBlockN>(result, smem.d() + wg * 64 * kBlockN * 2, tmap_d, wg, m0,
-                                                         n0, lo_ok, hi_ok, d, ld_d, n);
+                sm90_1d2d::store_tile_bf16_rows<kBlockN>(result[0], stage_wg, tmap_d, bar_id, m0 + wg * 64, n0, lo_ok,
+                                                         hi_ok, d, ld_d, n);
             }
         }
         if (threadIdx.x % 128 == 0) ptx::tma_store_wait<0>();
