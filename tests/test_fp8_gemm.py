@@ -174,6 +174,29 @@ def test_fp8_gemm_nt_1d2d_matches_reference(m, n, k):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k", [(4097, 2112, 7168), (129, 576, 1536), (7, 7168, 2048), (129, 576, 640)])
+def test_fp8_gemm_sfa_layouts_agree(m, n, k):
+    """SFA as per-token quantisation leaves it ([M, K/128]) is read directly when K % 512 == 0,
+    prepared (MN-major, TMA-aligned) SFA takes the MN-major path, a padded row pitch the
+    direct path with that pitch; K = 640 converts. Same tiles and math: the same bits."""
+    torch.manual_seed(m + n + k)
+    a, b = _quantized(m, n, k)
+    kb = k // 128
+    padded = torch.empty(m, kb + 4, device="cuda")[:, :kb]
+    padded.copy_(a[1])
+    variants = {"per-token": a[1], "prepared": deep_gemm.get_mn_major_tma_aligned_tensor(a[1]), "padded": padded}
+    ref = _reference(a, b, fp32_out=False)
+    outs = {}
+    for name, sfa in variants.items():
+        d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        deep_gemm.fp8_gemm_nt((a[0], sfa), b, d)
+        torch.cuda.synchronize()
+        assert calc_diff(d, ref) < 1e-3, name
+        outs[name] = d
+    assert torch.equal(outs["per-token"], outs["prepared"]) and torch.equal(outs["per-token"], outs["padded"])
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k", [(129, 2112, 7168), (4096, 7168, 2048), (7, 576, 7168)])
 def test_fp8_gemm_1d1d_accumulates(m, n, k):
     torch.manual_seed(7)

@@ -35,7 +35,8 @@
 //
 //   Preconditions the launcher checks: k % 128 == 0, k > 0, m > 0 (m == 0: skip launch),
 //   A/B K-major with row pitch % 16 == 0 bytes, 16-byte aligned bases, SFA (and 1D1D SFB)
-//   MN-major fp32 [k/128, align(mn, 4)], 1D2D SFB fp32 row-major [ceil(n/128), k/128],
+//   MN-major fp32 [k/128, align(mn, 4)] (1D2D with cfg.sfa_k_major: K-major fp32 [m, k/128],
+//   k % 512 == 0, row pitch % 4 == 0 elements, 16-byte aligned base), 1D2D SFB fp32 row-major [ceil(n/128), k/128],
 //   1D2D D bf16 row-major with row pitch % 16 bytes == 0 (n % 8 == 0 if packed),
 //   1D1D C/D fp32 row-major, ld_d even, 8-byte aligned.
 // ---------------------------------------------------------------------------------------
@@ -66,6 +67,7 @@ struct Sm90Fp8GemmConfig {
     int swizzle_d = 0;           // 1D2D: TMA swizzle of the D staging tile (bytes)
     bool mma_overlap = false;    // 1D2D: promote block kb under block kb+1 (block_m <= 128, block_n <= 128)
     int gemm_type = 0;           // 1D2D: 0 dense, else an Sm90GroupedType (m-grouped MoE)
+    bool sfa_k_major = false;    // 1D2D dense: SFA loaded straight from K-major [M, K/128]
     double est_cycles = 0.0;     // model estimate used for the choice
 };
 
@@ -77,11 +79,11 @@ inline int sm90_fp8_epilogue_swizzle(int row_bytes) {
     return row_bytes % 128 == 0 ? 128 : row_bytes % 64 == 0 ? 64 : row_bytes % 32 == 0 ? 32 : 0;
 }
 
-// Mirrors Fp8SmemLayout<...>::kDynamicBytes.
-inline int sm90_fp8_smem_bytes(Sm90Fp8Kind kind, int bm, int bn, int stages) {
+// Mirrors Fp8SmemLayout<...>::kDynamicBytes (K-major SFA: four K blocks per stage).
+inline int sm90_fp8_smem_bytes(Sm90Fp8Kind kind, int bm, int bn, int stages, bool sfa_k_major = false) {
     const bool is_1d1d = kind == Sm90Fp8Kind::k1D1D;
     const int d = is_1d1d ? 0 : sm90_fp8_align(bm * bn * 2, 1024);
-    const int stage = bm * 128 + bn * 128 + sm90_fp8_align(bm * 4, 128) +
+    const int stage = bm * 128 + bn * 128 + sm90_fp8_align(bm * 4 * (sfa_k_major ? 4 : 1), 128) +
                       (is_1d1d ? sm90_fp8_align(bn * 4, 128) : 0);
     return d + stages * stage + 2 * stages * 8 + 1024;
 }
@@ -162,8 +164,10 @@ inline double sm90_fp8_estimate_cycles(const Sm90Fp8GemmConfig& c, int m, int n,
 // automatic choice does not take them until that changes.
 inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_gemm_configs(int m, int n, int k, int num_sms, bool fp32_out,
                                                                  int max_smem_bytes = kSm90MaxSmemBytes,
-                                                                 bool allow_cluster2 = false, int num_groups = 1) {
+                                                                 bool allow_cluster2 = false, int num_groups = 1,
+                                                                 bool sfa_k_major = false) {
     const Sm90Fp8Kind kind = fp32_out ? Sm90Fp8Kind::k1D1D : Sm90Fp8Kind::k1D2D;
+    sfa_k_major = sfa_k_major && kind == Sm90Fp8Kind::k1D2D && num_groups == 1;
     std::vector<Sm90Fp8GemmConfig> all;
     for (int bm : {64, 128, 256}) {
         // block_m 256 (two 64-row slabs per math warpgroup): dense 1D2D only.
@@ -191,11 +195,12 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_gemm_configs(int m, int n, i
                 // 1D2D: promote block kb while block kb+1 runs (two accumulators, which fit
                 // for block_n <= 128). The v4 form is not serialised by ptxas (no C7514).
                 c.mma_overlap = kind == Sm90Fp8Kind::k1D2D && bm <= 128 && bn <= 128;
+                c.sfa_k_major = sfa_k_major;
                 int stages = sm90_fp8_max_stages(bm, bn);
-                while (stages > 2 && sm90_fp8_smem_bytes(kind, bm, bn, stages) > max_smem_bytes) --stages;
-                if (sm90_fp8_smem_bytes(kind, bm, bn, stages) > max_smem_bytes) continue;
+                while (stages > 2 && sm90_fp8_smem_bytes(kind, bm, bn, stages, sfa_k_major) > max_smem_bytes) --stages;
+                if (sm90_fp8_smem_bytes(kind, bm, bn, stages, sfa_k_major) > max_smem_bytes) continue;
                 c.stages = stages;
-                c.smem_bytes = sm90_fp8_smem_bytes(kind, bm, bn, stages);
+                c.smem_bytes = sm90_fp8_smem_bytes(kind, bm, bn, stages, sfa_k_major);
                 c.est_cycles = sm90_fp8_estimate_cycles(c, m, n, k, num_groups);
                 // Do not launch more CTAs than tiles (keeps tiny problems cheap), cluster-aligned.
                 const long tiles = static_cast<long>(sm90_fp8_ceil_div(m, bm)) * sm90_fp8_ceil_div(n, bn) * num_groups;
@@ -220,8 +225,9 @@ inline Sm90Fp8GemmConfig choose_sm90_fp8_gemm_config(int m, int n, int k, int nu
 // Completes a hand-picked (kind, block_m, block_n, cluster) into a full config (stages,
 // smem, threads, grid) the same way the ranking does. Used by tests and tuning.
 inline Sm90Fp8GemmConfig make_sm90_fp8_gemm_config(bool fp32_out, int bm, int bn, int cluster, int m, int n, int k,
-                                                   int num_sms, int max_smem_bytes = kSm90MaxSmemBytes) {
-    for (const auto& c : rank_sm90_fp8_gemm_configs(m, n, k, num_sms, fp32_out, max_smem_bytes, true))
+                                                   int num_sms, int max_smem_bytes = kSm90MaxSmemBytes,
+                                                   bool sfa_k_major = false) {
+    for (const auto& c : rank_sm90_fp8_gemm_configs(m, n, k, num_sms, fp32_out, max_smem_bytes, true, 1, sfa_k_major))
         if (c.block_m == bm && c.block_n == bn && c.cluster == cluster) return c;
     return Sm90Fp8GemmConfig{};  // block_m 128 / block_n 128 defaults; caller passed an illegal shape
 }
@@ -236,7 +242,8 @@ inline std::string sm90_fp8_gemm_source(const Sm90Fp8GemmConfig& c, int compiled
                               std::to_string(compiled_k) + "u, " + std::to_string(c.block_m) + "u, " +
                               std::to_string(c.block_n) + "u, " + std::to_string(c.stages) + "u, " +
                               std::to_string(c.cluster) + "u, " + std::to_string(c.group_n) + "u" +
-                              (is_1d1d ? "" : c.mma_overlap ? ", true" : ", false");
+                              (is_1d1d ? "" : c.mma_overlap ? ", true" : ", false") +
+                              (c.sfa_k_major ? ", deep_gemm::GemmType::kNormal, true" : "");
     std::string s;
     s += "#include <deep_gemm/impls/" + impl + ".cuh>\n\n";
     // The bound is always 384 threads: a fixed register cap at entry (168) that the
@@ -264,7 +271,7 @@ inline std::string sm90_fp8_gemm_name(const Sm90Fp8GemmConfig& c, int compiled_m
            std::to_string(compiled_m) + "n" + std::to_string(compiled_n) + "k" + std::to_string(compiled_k) +
            "_b" + std::to_string(c.block_m) + "x" + std::to_string(c.block_n) + "_s" + std::to_string(c.stages) +
            "_c" + std::to_string(c.cluster) + "_g" + std::to_string(c.group_n) +
-           (c.mma_overlap ? "_o" : "");
+           (c.mma_overlap ? "_o" : "") + (c.sfa_k_major ? "_sk" : "");
 }
 
 // One tensor map, in the terms of deep_jit::make_tensor_map_2d.
@@ -280,10 +287,11 @@ struct Sm90Fp8TensorMapSpec {
 };
 
 // The tensor maps of a launch, in kernel-argument order (after the scalar arguments).
-// Pitches: lda/ldb in bytes (k for packed), ld_d in elements (n for packed).
+// Pitches: lda/ldb in bytes (k for packed), ld_d in elements (n for packed), ld_sfa in
+// elements (K-major SFA only; k/128 for packed).
 inline std::vector<Sm90Fp8TensorMapSpec> sm90_fp8_gemm_tensor_maps(const Sm90Fp8GemmConfig& c, int m, int n, int k,
                                                                    uint64_t lda_bytes = 0, uint64_t ldb_bytes = 0,
-                                                                   uint64_t ld_d = 0) {
+                                                                   uint64_t ld_d = 0, uint64_t ld_sfa = 0) {
     if (lda_bytes == 0) lda_bytes = static_cast<uint64_t>(k);
     if (ldb_bytes == 0) ldb_bytes = static_cast<uint64_t>(k);
     if (ld_d == 0) ld_d = static_cast<uint64_t>(n);
@@ -295,7 +303,11 @@ inline std::vector<Sm90Fp8TensorMapSpec> sm90_fp8_gemm_tensor_maps(const Sm90Fp8
                     static_cast<uint32_t>(c.block_m / c.cluster), 128});
     maps.push_back({"b", Sm90TmaDtype::kU8, static_cast<uint64_t>(k), static_cast<uint64_t>(n), ldb_bytes, 128,
                     static_cast<uint32_t>(c.block_n), 128});
-    maps.push_back({"sfa", Sm90TmaDtype::kF32, m_pad, kb, m_pad * 4, static_cast<uint32_t>(c.block_m), 1, 0});
+    if (c.sfa_k_major)  // [m][kb] rows, boxes of 4 K blocks x block_m rows
+        maps.push_back({"sfa", Sm90TmaDtype::kF32, kb, static_cast<uint64_t>(m), (ld_sfa ? ld_sfa : kb) * 4, 4,
+                        static_cast<uint32_t>(c.block_m), 0});
+    else
+        maps.push_back({"sfa", Sm90TmaDtype::kF32, m_pad, kb, m_pad * 4, static_cast<uint32_t>(c.block_m), 1, 0});
     if (c.kind == Sm90Fp8Kind::k1D1D) {
         maps.push_back({"sfb", Sm90TmaDtype::kF32, n_pad, kb, n_pad * 4, static_cast<uint32_t>(c.block_n), 1, 0});
     } else {

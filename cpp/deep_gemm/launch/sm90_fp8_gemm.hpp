@@ -31,6 +31,8 @@ struct Sm90Fp8Problem {
   const void* b = nullptr;
   const void* sfa = nullptr;
   const void* sfb = nullptr;
+  bool sfa_k_major = false;  // 1D2D: SFA is K-major [m, k/128] with row pitch ld_sfa (elements)
+  uint64_t ld_sfa = 0;
   const void* c = nullptr;  // 1D1D accumulation source (may equal d) or null
   void* d = nullptr;
   uint64_t lda_bytes = 0, ldb_bytes = 0, ld_d = 0;  // ld_d in elements
@@ -42,13 +44,14 @@ namespace detail {
 struct ConfigKey {
   bool fp32_out;
   int m, n, k, compiled_m, compiled_n, compiled_k, num_sms, mult_m, mult_n, device;
+  bool sfa_k_major = false;
   bool operator==(const ConfigKey&) const = default;
 };
 struct KeyHash {
   size_t operator()(const ConfigKey& k) const {
     size_t h = std::hash<int>()(k.m);
     for (int v : {k.n, k.k, k.compiled_m, k.compiled_n, k.compiled_k, k.num_sms, k.mult_m, k.mult_n, k.device,
-                  int(k.fp32_out)})
+                  int(k.fp32_out), int(k.sfa_k_major)})
       h = h * 1000003u ^ std::hash<int>()(v);
     return h;
   }
@@ -81,7 +84,7 @@ inline int forced_cluster() {
 inline h::Sm90Fp8GemmConfig choose_config(const ConfigKey& key, int max_smem) {
   const int cluster = forced_cluster();
   for (const auto& c : h::rank_sm90_fp8_gemm_configs(key.m, key.n, key.k, key.num_sms, key.fp32_out, max_smem,
-                                                     cluster == 2)) {
+                                                     cluster == 2, 1, key.sfa_k_major)) {
     if (cluster != 0 && c.cluster != cluster) continue;
     if (c.block_m % key.mult_m == 0 && c.block_n % key.mult_n == 0) return c;
   }
@@ -141,7 +144,7 @@ class Sm90Fp8GemmLauncher {
     const auto& rt = DeviceRuntime::get();
     const auto [mult_m, mult_n] = rt.block_size_multiple_of();
     const detail::ConfigKey ckey{p.fp32_out,  p.m, p.n, p.k, p.compiled_m, p.compiled_n, p.compiled_k,
-                                 rt.num_sms(p.device), mult_m, mult_n, p.device};
+                                 rt.num_sms(p.device), mult_m, mult_n, p.device, p.sfa_k_major};
     const Entry& e = entry(ckey, p);
     launch(e, p);
   }
@@ -165,15 +168,16 @@ class Sm90Fp8GemmLauncher {
     auto [cfg, src] = sm90_fp8_kernel_source(ckey, dev.max_shared_optin);
     Entry e{cfg, &deep_jit::Runtime::get().load(src, p.device)};
     if (detail::print_configs())
-      std::fprintf(stderr, "deep_gemm: %s m=%d n=%d k=%d -> block %dx%d, %d stages, cluster %d, grid %d, smem %d B\n",
+      std::fprintf(stderr, "deep_gemm: %s m=%d n=%d k=%d -> block %dx%d, %d stages, cluster %d, grid %d, smem %d B%s%s\n",
                    p.fp32_out ? "fp8_gemm 1D1D" : "fp8_gemm 1D2D", p.m, p.n, p.k, e.cfg.block_m, e.cfg.block_n,
-                   e.cfg.stages, e.cfg.cluster, e.cfg.grid_x, e.cfg.smem_bytes);
+                   e.cfg.stages, e.cfg.cluster, e.cfg.grid_x, e.cfg.smem_bytes,
+                   e.cfg.mma_overlap ? ", overlapped promotion" : "", e.cfg.sfa_k_major ? ", K-major SFA" : "");
     std::lock_guard<std::mutex> lock(mu_);
     return entries_.try_emplace(ckey, e).first->second;
   }
 
   static void launch(const Entry& e, const Sm90Fp8Problem& p) {
-    const auto specs = h::sm90_fp8_gemm_tensor_maps(e.cfg, p.m, p.n, p.k, p.lda_bytes, p.ldb_bytes, p.ld_d);
+    const auto specs = h::sm90_fp8_gemm_tensor_maps(e.cfg, p.m, p.n, p.k, p.lda_bytes, p.ldb_bytes, p.ld_d, p.ld_sfa);
     CUtensorMap maps[4];
     for (size_t i = 0; i < 4; ++i) {
       const auto& s = specs[i];

@@ -39,13 +39,17 @@ constexpr uint32_t kMathRegs = 232;         // setmaxnreg for the math warpgroup
 // Dynamic shared memory, from a 1024-byte aligned base (the 128B swizzle repeats every
 // 1024 bytes, and TMA and wgmma both apply it on absolute addresses):
 //   [D staging tile] [A x STAGES] [B x STAGES] [SFA x STAGES] [SFB x STAGES] [barriers]
+// kSfaKBlocks: K blocks of SFA per stage: 1 (MN-major SFA, [BLOCK_M] floats), or 4 when
+// SFA is read straight from a K-major [M, K/128] tensor, whose TMA box must be 16 bytes
+// wide ([BLOCK_M][4] floats; the stage for K block kb holds blocks kb & ~3 .. (kb & ~3) + 3).
 // The host mirrors this in cpp/deep_gemm/heuristics/sm90_fp8_gemm.hpp (smem_bytes).
-template <uint32_t kBlockM, uint32_t kBlockN, uint32_t kStages, bool kSfbInSmem, uint32_t kDStageBytes>
+template <uint32_t kBlockM, uint32_t kBlockN, uint32_t kStages, bool kSfbInSmem, uint32_t kDStageBytes,
+          uint32_t kSfaKBlocks = 1>
 struct Fp8SmemLayout {
     static constexpr uint32_t kDBytes = align_up(kDStageBytes, 1024u);
     static constexpr uint32_t kABytes = kBlockM * kBlockK;          // fp8: 1 byte per element
     static constexpr uint32_t kBBytes = kBlockN * kBlockK;
-    static constexpr uint32_t kSfaBytes = align_up(kBlockM * 4u, 128u);
+    static constexpr uint32_t kSfaBytes = align_up(kBlockM * 4u * kSfaKBlocks, 128u);
     static constexpr uint32_t kSfbBytes = kSfbInSmem ? align_up(kBlockN * 4u, 128u) : 0u;
     static constexpr uint32_t kAOff = kDBytes;
     static constexpr uint32_t kBOff = kAOff + kStages * kABytes;
@@ -56,7 +60,7 @@ struct Fp8SmemLayout {
     static constexpr uint32_t kDynamicBytes = kTotalBytes + 1024;   // room to align the base
     // Bytes the TMA delivers per stage (out-of-bounds fill counts as delivered).
     static constexpr uint32_t kStageTxBytes =
-        kABytes + kBBytes + kBlockM * 4u + (kSfbInSmem ? kBlockN * 4u : 0u);
+        kABytes + kBBytes + kBlockM * 4u * kSfaKBlocks + (kSfbInSmem ? kBlockN * 4u : 0u);
 
     static_assert(kABytes % 1024 == 0 && kBBytes % 1024 == 0, "tiles must keep 1024-byte alignment");
     static_assert(kTotalBytes + 1024 <= 232448, "shared memory over the 227 KB per-block limit");
@@ -107,9 +111,10 @@ __device__ __forceinline__ void init_barriers(const Layout& smem) {
 
 // The producer: one thread walks the same tile sequence as the math warpgroups and keeps
 // the ring full. A is loaded in kCluster row slices so that a multicast tile and a local
-// tile use the same tensor map (box = kBlockM / kCluster rows).
+// tile use the same tensor map (box = kBlockM / kCluster rows). kSfaKMajor: SFA comes
+// from a K-major [M, K/128] tensor in boxes of 4 K blocks (see Fp8SmemLayout).
 template <typename Layout, typename Scheduler, uint32_t kBlockM, uint32_t kBlockN,
-          uint32_t kStages, uint32_t kCluster, bool kLoadSfb>
+          uint32_t kStages, uint32_t kCluster, bool kLoadSfb, bool kSfaKMajor = false>
 __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sched, uint32_t num_k_blocks,
                                               const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
                                               const CUtensorMap* tmap_sfa, const CUtensorMap* tmap_sfb) {
@@ -141,8 +146,11 @@ __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sche
                                      m0 + static_cast<int32_t>(r * kSliceM));
             }
             ptx::tma_load_2d(smem.b(s), tmap_b, full, k0, b0);
-            ptx::tma_load_2d(smem.sfa(s), tmap_sfa, full, sfa_x,
-                             static_cast<int32_t>(sched.sfa_y(tile, kb, num_k_blocks)));
+            if constexpr (kSfaKMajor)
+                ptx::tma_load_2d(smem.sfa(s), tmap_sfa, full, static_cast<int32_t>(kb & ~3u), m0);
+            else
+                ptx::tma_load_2d(smem.sfa(s), tmap_sfa, full, sfa_x,
+                                 static_cast<int32_t>(sched.sfa_y(tile, kb, num_k_blocks)));
             if constexpr (kLoadSfb)
                 ptx::tma_load_2d(smem.sfb(s), tmap_sfb, full, n0, static_cast<int32_t>(kb));
         }

@@ -1,6 +1,7 @@
 // SM90 FP8 GEMM, "1D2D" scaling: D[M,N] (bf16) = (A * SFA) @ (B * SFB)^T
 //   A   [M, K] e4m3, K-major            (TMA, 128B swizzle)
-//   SFA fp32 [ceil(K/128), align(M,4)]  MN-major, one scale per row per 128 K (TMA)
+//   SFA fp32 [ceil(K/128), align(M,4)]  MN-major, one scale per row per 128 K (TMA),
+//       or (kSfaKMajor, dense) fp32 [M, K/128] K-major, row pitch % 4 == 0, K % 512 == 0
 //   B   [N, K] e4m3, K-major            (TMA, 128B swizzle)
 //   SFB fp32 [ceil(N/128), ceil(K/128)] row-major, one scale per 128x128 block (plain loads)
 //   D   [M, N] bf16, row-major          (TMA store, swizzled staging tile)
@@ -168,10 +169,12 @@ __device__ __forceinline__ void store_tile_bf16_rows(const float (&result)[kBloc
 //                 or rows per group (masked: A/D [G * shape_m, .], SFA [G][K/128][align4]);
 //                 grouped_layout / num_groups / align_m feed the scheduler; d / ld_d are the
 //                 output for tiles with rows that must not be written. Unused for kNormal.
+//   kSfaKMajor    SFA read straight from a K-major [M, K/128] tensor (dense only): what
+//                 per-token quantisation produces, so no layout kernel runs before the GEMM.
 // Block: 128 * (min(kBlockM / 64, 2) + 1) threads; dynamic smem: Fp8SmemLayout<...>::kDynamicBytes.
 template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
           uint32_t kStages, uint32_t kCluster, uint32_t kGroupN, bool kOverlapMma = false,
-          GemmType kGemmType = GemmType::kNormal>
+          GemmType kGemmType = GemmType::kNormal, bool kSfaKMajor = false>
 __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32_t shape_n, uint32_t shape_k,
                                                         const float* __restrict__ sfb,
                                                         const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
@@ -189,7 +192,8 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "BLOCK_N: multiple of 16 in [16, 256]");
     static_assert(sm90_1d2d::kAtMostTwoSfbBlocks<kBlockN>, "a tile may span three SFB blocks");
     static_assert(!kOverlapMma || kBlockN <= 128, "two accumulators need BLOCK_N <= 128");
-    using Layout = Fp8SmemLayout<kBlockM, kBlockN, kStages, false, kBlockM * kBlockN * 2>;
+    static_assert(!kSfaKMajor || kGemmType == GemmType::kNormal, "K-major SFA: dense only");
+    using Layout = Fp8SmemLayout<kBlockM, kBlockN, kStages, false, kBlockM * kBlockN * 2, kSfaKMajor ? 4 : 1>;
     using Scheduler = TileScheduler<kGemmType, kBlockM, kBlockN, kGroupN, kCluster>;
     // The grouped schedulers keep a group cursor in the producer thread, which spilled at
     // 40 registers: give it 56 and the math warpgroups 224 (the same 64K-register total:
@@ -220,7 +224,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
         // ---- TMA producer warpgroup ----
         ptx::setmaxnreg_dec<kProdRegs>();
         if (threadIdx.x == kNumMathThreads)
-            producer_loop<Layout, Scheduler, kBlockM, kBlockN, kStages, kCluster, false>(
+            producer_loop<Layout, Scheduler, kBlockM, kBlockN, kStages, kCluster, false, kSfaKMajor>(
                 smem, Scheduler(m, n, grouped_layout, num_groups, align_m), num_k_blocks, tmap_a, tmap_b,
                 tmap_sfa, nullptr);
         __syncwarp();
@@ -234,6 +238,10 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
         const StageDescs<Layout> descs(smem, wg * kSlabs);
         // Row of this thread in its warpgroup's first slab (row_hi = row_lo + 8; slab i: + 64 i).
         const uint32_t row_lo = wg * kSlabs * 64 + warp * 16 + lane / 4;
+        // SFA of `row` for K block kb in stage s (see Fp8SmemLayout for the K-major form).
+        auto sfa_at = [&](uint32_t s, uint32_t row, uint32_t kb) {
+            return kSfaKMajor ? smem.sfa(s)[row * 4 + (kb & 3u)] : smem.sfa(s)[row];
+        };
         Scheduler sched(m, n, grouped_layout, num_groups, align_m);
         PipeState<kStages> pipe;
         TileInfo tile;
@@ -268,8 +276,8 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                     sc.sfb_0 = __ldg(sfb_row0 + kb);
                     sc.sfb_1 = __ldg(sfb_row1 + kb);
                     ptx::mbar_wait(smem.full(s), pipe.phase);
-                    sc.sfa_lo = smem.sfa(s)[row_lo];
-                    sc.sfa_hi = smem.sfa(s)[row_lo + 8];
+                    sc.sfa_lo = sfa_at(s, row_lo, kb);
+                    sc.sfa_hi = sfa_at(s, row_lo + 8, kb);
                     mma_k_block_issue<kBlockN>(descs.a(s), descs.b(s), a);
                     pipe.advance();
                 };
@@ -328,7 +336,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                     ptx::mbar_wait(smem.full(s), pipe.phase);
 #pragma unroll
                     for (uint32_t sl = 0; sl < kSlabs; ++sl) {
-                        const float sfa_lo = smem.sfa(s)[row_lo + sl * 64], sfa_hi = smem.sfa(s)[row_lo + sl * 64 + 8];
+                        const float sfa_lo = sfa_at(s, row_lo + sl * 64, kb), sfa_hi = sfa_at(s, row_lo + sl * 64 + 8, kb);
                         mma_k_block<kBlockN>(ptx::desc_advance(descs.a(s), sl * 64 * kBlockK), descs.b(s), acc);
                         if (sl == kSlabs - 1) release_stage<kCluster>(smem.empty(s), lane, tile.peer_alive);
                         sm90_1d2d::promote<kBlockN>(result[sl], acc, sfa_lo, sfa_hi, sfb_0, sfb_1, first_cols);
