@@ -176,7 +176,7 @@ def test_build_op_validates():
                     reason="needs nvcc to compile")
 def test_warmup_compiles_grouped_suite(tmp_path):
     env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path), DG_JIT_PTXAS_CHECK="1")
-    cmd = [sys.executable, "-m", "deep_gemm.warmup", "--num-sms", "132", "--suite", "grouped"]
+    cmd = [sys.executable, "-m", "deep_gemm.warmup", "--num-sms", "132", "--suite", "grouped", "--sfa-layout", "per-token"]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
@@ -360,3 +360,52 @@ def test_m_grouped_masked_all_empty_and_bench_signature():
     deep_gemm.fp8_m_grouped_gemm_nt_masked(a, b, d, torch.tensor(rows, dtype=I32, device="cuda"), 64)
     torch.cuda.synchronize()
     _check_masked(d, a, b, [min(r, max_m) for r in rows])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["contiguous", "psum", "masked"])
+def test_m_grouped_sfa_layouts_agree(kind):
+    """Per-token SFA is read as it is when K % 512 == 0; prepared (MN-major) SFA takes the
+    other kernel. Same tiles and math, so the same bits (and K = 640 converts, still right)."""
+    torch.manual_seed(11)
+    g, n, k, align = 3, 512, 2048, deep_gemm.get_mk_alignment_for_contiguous_layout()
+    rows = [300, 0, 130]
+    if kind == "masked":
+        max_m = 384
+        (a, sfa), b = _masked_data(g, max_m, n, k)
+        masked_m = torch.tensor(rows, dtype=I32, device="cuda")
+        run = lambda s, d: masked((a, s), b, d, masked_m, 256)  # noqa: E731
+        shape = (g, max_m, n)
+    else:
+        index, ends = [], []
+        for grp, r in enumerate(rows):
+            index += [grp] * r
+            ends.append(len(index))
+            index += [-1] * (_align(r, align) - r)
+        index_t = torch.tensor(index, dtype=I32, device="cuda")
+        a, sfa = per_token_cast_to_fp8(torch.randn(len(index), k, device="cuda", dtype=torch.bfloat16),
+                                       use_ue8m0=False)
+        b = _grouped_b(g, n, k)
+        if kind == "psum":
+            ends_t = torch.tensor(ends, dtype=I32, device="cuda")
+            run = lambda s, d: contig((a, s), b, d, ends_t, use_psum_layout=True)  # noqa: E731
+        else:
+            run = lambda s, d: contig((a, s), b, d, index_t)  # noqa: E731
+        shape = (len(index), n)
+    outs = []
+    for s in (sfa, deep_gemm.get_mn_major_tma_aligned_tensor(sfa)):
+        d = torch.full(shape, float("nan"), device="cuda", dtype=torch.bfloat16)
+        run(s, d)
+        torch.cuda.synchronize()
+        outs.append(d)
+    assert torch.equal(outs[0].nan_to_num(7.0), outs[1].nan_to_num(7.0))
+    if kind == "masked":
+        _check_masked(outs[0], (a, sfa), b, rows)
+    else:
+        a_deq = _dequant_rows(a, sfa)
+        start = 0
+        for grp, r in enumerate(rows):
+            if r:
+                ref = a_deq[start: start + r] @ _dequant_blocks(b[0][grp], b[1][grp]).t()
+                assert calc_diff(outs[0][start: start + r], ref) < 1e-3
+            start += _align(r, align)

@@ -17,7 +17,7 @@
 #   deep_gemm::jit_build(str name, str code, str entry) -> str
 #   deep_gemm::jit_configure(str include_root, str nvrtc_library, str[] nvrtc_include_dirs) -> ()
 #   deep_gemm::jit_info() -> (str[], str, str, str, str[], int[])
-#   deep_gemm::m_grouped_fp8_gemm_build(str layout, int m, int n, int k, int num_groups, int expected_m, int num_sms, str compiled_dims) -> str
+#   deep_gemm::m_grouped_fp8_gemm_build(str layout, int m, int n, int k, int num_groups, int expected_m, int num_sms, str compiled_dims, bool sfa_k_major=False) -> str
 #   deep_gemm::m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor grouped_layout, str compiled_dims="nk", bool use_psum_layout=False, int? expected_m_for_psum_layout=None) -> ()
 #   deep_gemm::m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor masked_m, int expected_m, str compiled_dims="nk") -> ()
 #   deep_gemm::set_block_size_multiple_of(int block_m, int block_n) -> ()

@@ -7,7 +7,7 @@
 For deployment images and CI: the kernels land in DG_JIT_CACHE_DIR exactly as
 the first call on a GPU with that many SMs would compile them.
 
-BF16-output GEMMs with K % 512 == 0 have two kernels, one per layout of the per-token
+BF16-output GEMMs (dense and m-grouped) with K % 512 == 0 have two kernels, one per layout of the per-token
 scales SFA: as quantisation leaves them ([M, K/128], read directly) and prepared
 (MN-major, TMA-aligned, see get_mn_major_tma_aligned_tensor). --sfa-layout picks which
 to compile (default: both).
@@ -87,18 +87,19 @@ def main(argv: list[str] | None = None) -> int:
             seen.add(name)
             print(f"{m:>6} x {n:>6} x {k:>6} {'fp32' if fp32 else 'bf16'}  {status}  {name}  {path}", flush=True)
     for entry in grouped:
-        t0 = time.perf_counter()
         if entry[0] == "masked":
             _, g, expected_m, max_m, n, k = entry
             m, label = max_m, f"masked {g} x ~{expected_m}/{max_m}"
         else:
             _, g, expected_m, n, k = entry
             m, expected_m, label = g * expected_m, 0, f"contiguous {g} x ~{entry[2]}"
-        name, path = torch.ops.deep_gemm.m_grouped_fp8_gemm_build(
-            entry[0], m, n, k, g, expected_m, args.num_sms, args.compiled_dims).split("\t")
-        status = "cached" if name in seen else f"{time.perf_counter() - t0:6.2f} s"
-        seen.add(name)
-        print(f"{label:>24} x {n:>6} x {k:>6} bf16  {status}  {name}  {path}", flush=True)
+        for sfa_k_major in _sfa_variants(args.sfa_layout, False, k):
+            t0 = time.perf_counter()
+            name, path = torch.ops.deep_gemm.m_grouped_fp8_gemm_build(
+                entry[0], m, n, k, g, expected_m, args.num_sms, args.compiled_dims, sfa_k_major).split("\t")
+            status = "cached" if name in seen else f"{time.perf_counter() - t0:6.2f} s"
+            seen.add(name)
+            print(f"{label:>24} x {n:>6} x {k:>6} bf16  {status}  {name}  {path}", flush=True)
     total = len(shapes) + len(grouped)
     print(f"warmup: {len(seen)} kernels for {total} shapes in {time.perf_counter() - t_all:.1f} s", file=sys.stderr)
     return 0

@@ -93,11 +93,14 @@ constexpr int kSm90Fp8MaxStages = 12;
 
 // Deepest pipeline worth compiling for a tile. ptxas (CUDA 13.0) spills 56 bytes
 // in the 1D2D kernel at block 64x128 with 7+ stages (checked: 4 and 6 stages are
-// clean, as is every other tile at its full depth); stay below that.
+// clean) and at 128x64 with 8 stages and MN-major SFA (7 is clean); every other tile
+// compiled clean at its full depth. Stay below those.
 // tests/test_warmup.py compiles the chosen kernels of a shape grid with
 // DG_JIT_PTXAS_CHECK=1, so a new case shows up there.
 inline int sm90_fp8_max_stages(int block_m, int block_n) {
-    return (block_m == 64 && block_n == 128) ? 6 : kSm90Fp8MaxStages;
+    if (block_m == 64 && block_n == 128) return 6;
+    if (block_m == 128 && block_n == 64) return 7;
+    return kSm90Fp8MaxStages;
 }
 
 // Fraction of cluster pairs (tiles t, t^1) that share an m-block and so multicast A.
@@ -146,7 +149,11 @@ inline double sm90_fp8_estimate_cycles(const Sm90Fp8GemmConfig& c, int m, int n,
     // (run 5), while 96 and 64 matched the model.
     const bool off_sweet_spot = (c.block_m == 128 && c.block_n > 64 && c.block_n != 128) ||
                                 (c.block_m == 256 && c.block_n > 96 && c.block_n != 128);
-    const double per_k_block = (std::max({tensor, smem, load}) + promote) * (off_sweet_spot ? 1.2 : 1.0);
+    // One math warpgroup (block_m 64) has nothing to hide its own waits and promotion
+    // behind: measured ~1.25x the model per K block (masked 32 x ~192 rows, N 4096, K 7168:
+    // 64x160 ran 595 TFLOP/s where 128x128 ran 690, run 6).
+    const double one_wg = c.block_m == 64 ? 1.25 : 1.0;
+    const double per_k_block = (std::max({tensor, smem, load}) + promote) * (off_sweet_spot ? 1.2 : 1.0) * one_wg;
     const double tile = (k / 128) * per_k_block + 400.0 * std::max(1, slabs / 2);
     const double out_bytes = c.kind == Sm90Fp8Kind::k1D1D ? 8.0 : 2.0;  // 1D1D reads C too
     const double dram = (static_cast<double>(m) * k + static_cast<double>(n) * k +
@@ -167,7 +174,7 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_gemm_configs(int m, int n, i
                                                                  bool allow_cluster2 = false, int num_groups = 1,
                                                                  bool sfa_k_major = false) {
     const Sm90Fp8Kind kind = fp32_out ? Sm90Fp8Kind::k1D1D : Sm90Fp8Kind::k1D2D;
-    sfa_k_major = sfa_k_major && kind == Sm90Fp8Kind::k1D2D && num_groups == 1;
+    sfa_k_major = sfa_k_major && kind == Sm90Fp8Kind::k1D2D;
     std::vector<Sm90Fp8GemmConfig> all;
     for (int bm : {64, 128, 256}) {
         // block_m 256 (two 64-row slabs per math warpgroup): dense 1D2D only.
@@ -342,20 +349,24 @@ inline const char* sm90_grouped_type_name(int t) {
 // Configurations for `num_groups` groups of about m rows each (m = M_sum and 1 group for
 // the contiguous index layout, which is costed as one GEMM), best first. Contiguous layouts
 // need BLOCK_M to divide the group alignment align_m.
+// sfa_k_major: SFA is read as per-token quantisation leaves it (see the dense ranking).
 inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_grouped_configs(int gemm_type, int m, int num_groups, int n,
                                                                     int k, int num_sms, int align_m,
-                                                                    int max_smem_bytes = kSm90MaxSmemBytes) {
+                                                                    int max_smem_bytes = kSm90MaxSmemBytes,
+                                                                    bool sfa_k_major = false) {
     std::vector<Sm90Fp8GemmConfig> out;
     for (auto c : rank_sm90_fp8_gemm_configs(std::max(m, 1), n, k, num_sms, false, max_smem_bytes, false,
-                                             std::max(num_groups, 1))) {
+                                             std::max(num_groups, 1), sfa_k_major)) {
         // block_m 256 is dense-only; block_n 192 spills at the grouped kernels' 224 registers.
         if (c.cluster != 1 || c.block_m > 128 || c.block_n > 160) continue;
         if (gemm_type != static_cast<int>(Sm90GroupedType::kMasked) && align_m % c.block_m != 0) continue;
         c.gemm_type = gemm_type;
         if (gemm_type != static_cast<int>(Sm90GroupedType::kContiguous)) c.grid_x = num_sms;
         // The grouped math warpgroups run on 224 registers (the scheduler's producer needs
-        // more): a second accumulator spills there, so they keep the plain schedule.
-        if (c.mma_overlap) {
+        // more). The contiguous index layout fits a second accumulator there; the group
+        // walk of masked / psum keeps a cursor in the math threads too and spilled 8 bytes
+        // with it (CUDA 13.0), so those keep the plain schedule.
+        if (c.mma_overlap && gemm_type != static_cast<int>(Sm90GroupedType::kContiguous)) {
             c.mma_overlap = false;
             c.est_cycles = sm90_fp8_estimate_cycles(c, std::max(m, 1), n, k, std::max(num_groups, 1));
         }
@@ -373,7 +384,8 @@ inline std::string sm90_fp8_grouped_source(const Sm90Fp8GemmConfig& c, int compi
                               std::to_string(compiled_k) + "u, " + std::to_string(c.block_m) + "u, " +
                               std::to_string(c.block_n) + "u, " + std::to_string(c.stages) + "u, 1u, " +
                               std::to_string(c.group_n) + "u, " + (c.mma_overlap ? "true" : "false") +
-                              ", deep_gemm::GemmType::" + sm90_grouped_type_name(c.gemm_type);
+                              ", deep_gemm::GemmType::" + sm90_grouped_type_name(c.gemm_type) +
+                              (c.sfa_k_major ? ", true" : "");
     std::string s;
     s += "#include <deep_gemm/impls/sm90_fp8_gemm_1d2d.cuh>\n\n";
     s += "extern \"C\" __global__ void __launch_bounds__(384, 1)\n";
@@ -392,18 +404,19 @@ inline std::string sm90_fp8_grouped_name(const Sm90Fp8GemmConfig& c, int compile
     return std::string("sm90_fp8_1d2d_") + tags[t] + "_m" + std::to_string(compiled_m) + "n" +
            std::to_string(compiled_n) + "k" + std::to_string(compiled_k) + "_b" + std::to_string(c.block_m) + "x" +
            std::to_string(c.block_n) + "_s" + std::to_string(c.stages) + "_g" + std::to_string(c.group_n) +
-           (c.mma_overlap ? "_o" : "");
+           (c.mma_overlap ? "_o" : "") + (c.sfa_k_major ? "_sk" : "");
 }
 
 // Tensor maps of a grouped launch, in argument order (a, b, sfa, d).
 //   rows: rows of A and D as 2-D views (M_sum, or G * max_m for masked)
 //   sfa_rows: rows per SFA column block (M_sum, or max_m for masked); sfa_blocks: outer
 //   extent of SFA seen as [sfa_blocks][align(sfa_rows, 4)] (k/128, or G * k/128 for masked).
+//   With cfg.sfa_k_major, SFA is instead [rows][k/128] with row pitch ld_sfa (elements).
 inline std::vector<Sm90Fp8TensorMapSpec> sm90_fp8_grouped_tensor_maps(const Sm90Fp8GemmConfig& c, uint64_t rows,
                                                                       int n, int k, int num_groups,
                                                                       uint64_t sfa_rows, uint64_t sfa_blocks,
                                                                       uint64_t lda_bytes, uint64_t ldb_bytes,
-                                                                      uint64_t ld_d) {
+                                                                      uint64_t ld_d, uint64_t ld_sfa = 0) {
     const uint64_t sfa_pad = (sfa_rows + 3) / 4 * 4;
     std::vector<Sm90Fp8TensorMapSpec> maps;
     maps.push_back({"a", Sm90TmaDtype::kU8, static_cast<uint64_t>(k), rows, lda_bytes, 128,
@@ -411,7 +424,13 @@ inline std::vector<Sm90Fp8TensorMapSpec> sm90_fp8_grouped_tensor_maps(const Sm90
     maps.push_back({"b", Sm90TmaDtype::kU8, static_cast<uint64_t>(k),
                     static_cast<uint64_t>(n) * static_cast<uint64_t>(num_groups), ldb_bytes, 128,
                     static_cast<uint32_t>(c.block_n), 128});
-    maps.push_back({"sfa", Sm90TmaDtype::kF32, sfa_pad, sfa_blocks, sfa_pad * 4, static_cast<uint32_t>(c.block_m), 1, 0});
+    const uint64_t kb = static_cast<uint64_t>(k / 128);
+    if (c.sfa_k_major)
+        maps.push_back({"sfa", Sm90TmaDtype::kF32, kb, rows, (ld_sfa ? ld_sfa : kb) * 4, 4,
+                        static_cast<uint32_t>(c.block_m), 0});
+    else
+        maps.push_back({"sfa", Sm90TmaDtype::kF32, sfa_pad, sfa_blocks, sfa_pad * 4, static_cast<uint32_t>(c.block_m), 1,
+                        0});
     maps.push_back({"d", Sm90TmaDtype::kBF16, static_cast<uint64_t>(n), rows, ld_d * 2,
                     static_cast<uint32_t>(c.swizzle_d / 2), 64, c.swizzle_d});
     return maps;

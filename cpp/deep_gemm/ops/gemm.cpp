@@ -29,14 +29,6 @@ void check_row_sf(const ArgChecker& chk, const Tensor& sf, const char* name, int
   chk.size({sf, name}, 1, k_blocks, "ceil(K / 128)");
 }
 
-// 1D2D SFA straight from per-token quantisation ([M, K/128], K-major) when TMA can read
-// it in 16-byte boxes of 4 K blocks: K/128 % 4 == 0, row pitch % 4 == 0, 16-byte base.
-// Scales already MN-major and TMA-aligned keep that (cheaper) path; others are converted.
-bool sfa_k_major_readable(const Tensor& sfa, int64_t k_blocks) {
-  return k_blocks % 4 == 0 && sfa.stride(1) == 1 && sfa.stride(0) % 4 == 0 && sfa.stride(0) >= k_blocks &&
-         reinterpret_cast<uintptr_t>(sfa.data_ptr()) % 16 == 0 && !is_mn_major_tma_aligned(sfa);
-}
-
 void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::optional<Tensor> c, std::string compiled_dims) {
   const ArgChecker chk(kOp);
   const CompiledDims cd = parse_compiled_dims(compiled_dims, kOp);
@@ -90,8 +82,8 @@ void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::opti
   if (is_meta(d) || m == 0 || n == 0) return;  // shape-only run, or nothing to compute
 
   // Scale layouts as the kernels load them (a no-op when the caller prepared them, or
-  // when the 1D2D kernel reads a per-token SFA as it is).
-  const bool sfa_k_major = !fp32_out && sfa_k_major_readable(sfa, k_blocks);
+  // when the 1D2D kernel reads a per-token SFA as it is: torch/sf_layout.hpp).
+  const bool sfa_k_major = !fp32_out && is_k_major_tma_readable(sfa);
   const Tensor sfa_k = sfa_k_major ? sfa : mn_major_tma_aligned(sfa, kOp);
   const Tensor sfb_k = fp32_out ? mn_major_tma_aligned(sfb, kOp) : (sfb.is_contiguous() ? sfb : torch::stable::contiguous(sfb));
 

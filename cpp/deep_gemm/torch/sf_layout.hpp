@@ -5,6 +5,8 @@
 
 #include <torch/csrc/stable/ops.h>
 
+#include <cstdint>
+
 #include "../launch/sf_layout.hpp"
 #include "tensor_checks.hpp"
 
@@ -18,6 +20,19 @@ inline bool is_mn_major_tma_aligned(const Tensor& sf) {
   const int64_t mn = sf.size(r - 2), kb = sf.size(r - 1), pad = tma_align4(mn);
   const bool inner = (sf.stride(r - 2) == 1 || mn <= 1) && (sf.stride(r - 1) == pad || kb <= 1);
   return inner && (r == 2 || sf.size(0) <= 1 || sf.stride(0) == pad * kb);
+}
+
+// True when the 1D2D kernels can read per-row scales sf ([mn, kb], or [g, mn, kb] seen as
+// [g * mn, kb]) as they are, K-major, in TMA boxes of 4 K blocks x rows: kb % 4 == 0,
+// unit K stride, row pitch % 4 == 0 elements (16 bytes), a 16-byte aligned base, and for
+// 3-D a uniform row pitch across groups. Scales already MN-major and TMA-aligned are not
+// taken (that path's kernel is cheaper in shared memory).
+inline bool is_k_major_tma_readable(const Tensor& sf) {
+  const int64_t r = sf.dim();
+  const int64_t mn = sf.size(r - 2), kb = sf.size(r - 1), pitch = sf.stride(r - 2);
+  if (kb % 4 != 0 || sf.stride(r - 1) != 1 || pitch % 4 != 0 || pitch < kb) return false;
+  if (r == 3 && sf.size(0) > 1 && sf.stride(0) != mn * pitch) return false;
+  return reinterpret_cast<uintptr_t>(sf.data_ptr()) % 16 == 0 && !is_mn_major_tma_aligned(sf);
 }
 
 inline void check_sf(const Tensor& sf, const char* op) {

@@ -112,7 +112,8 @@ __device__ __forceinline__ void init_barriers(const Layout& smem) {
 // The producer: one thread walks the same tile sequence as the math warpgroups and keeps
 // the ring full. A is loaded in kCluster row slices so that a multicast tile and a local
 // tile use the same tensor map (box = kBlockM / kCluster rows). kSfaKMajor: SFA comes
-// from a K-major [M, K/128] tensor in boxes of 4 K blocks (see Fp8SmemLayout).
+// from a K-major [rows of A, K/128] tensor in boxes of 4 K blocks (see Fp8SmemLayout),
+// its rows indexed like A's.
 template <typename Layout, typename Scheduler, uint32_t kBlockM, uint32_t kBlockN,
           uint32_t kStages, uint32_t kCluster, bool kLoadSfb, bool kSfaKMajor = false>
 __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sched, uint32_t num_k_blocks,

@@ -1,7 +1,7 @@
 // SM90 FP8 GEMM, "1D2D" scaling: D[M,N] (bf16) = (A * SFA) @ (B * SFB)^T
 //   A   [M, K] e4m3, K-major            (TMA, 128B swizzle)
 //   SFA fp32 [ceil(K/128), align(M,4)]  MN-major, one scale per row per 128 K (TMA),
-//       or (kSfaKMajor, dense) fp32 [M, K/128] K-major, row pitch % 4 == 0, K % 512 == 0
+//       or (kSfaKMajor) fp32 [rows of A, K/128] K-major, row pitch % 4 == 0, K % 512 == 0
 //   B   [N, K] e4m3, K-major            (TMA, 128B swizzle)
 //   SFB fp32 [ceil(N/128), ceil(K/128)] row-major, one scale per 128x128 block (plain loads)
 //   D   [M, N] bf16, row-major          (TMA store, swizzled staging tile)
@@ -169,8 +169,9 @@ __device__ __forceinline__ void store_tile_bf16_rows(const float (&result)[kBloc
 //                 or rows per group (masked: A/D [G * shape_m, .], SFA [G][K/128][align4]);
 //                 grouped_layout / num_groups / align_m feed the scheduler; d / ld_d are the
 //                 output for tiles with rows that must not be written. Unused for kNormal.
-//   kSfaKMajor    SFA read straight from a K-major [M, K/128] tensor (dense only): what
-//                 per-token quantisation produces, so no layout kernel runs before the GEMM.
+//   kSfaKMajor    SFA read straight from a K-major [rows of A, K/128] tensor (masked: the
+//                 [G, max_m, K/128] tensor seen as [G * max_m, K/128]): what per-token
+//                 quantisation produces, so no layout kernel runs before the GEMM.
 // Block: 128 * (min(kBlockM / 64, 2) + 1) threads; dynamic smem: Fp8SmemLayout<...>::kDynamicBytes.
 template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
           uint32_t kStages, uint32_t kCluster, uint32_t kGroupN, bool kOverlapMma = false,
@@ -192,7 +193,6 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "BLOCK_N: multiple of 16 in [16, 256]");
     static_assert(sm90_1d2d::kAtMostTwoSfbBlocks<kBlockN>, "a tile may span three SFB blocks");
     static_assert(!kOverlapMma || kBlockN <= 128, "two accumulators need BLOCK_N <= 128");
-    static_assert(!kSfaKMajor || kGemmType == GemmType::kNormal, "K-major SFA: dense only");
     using Layout = Fp8SmemLayout<kBlockM, kBlockN, kStages, false, kBlockM * kBlockN * 2, kSfaKMajor ? 4 : 1>;
     using Scheduler = TileScheduler<kGemmType, kBlockM, kBlockN, kGroupN, kCluster>;
     // The grouped schedulers keep a group cursor in the producer thread, which spilled at
