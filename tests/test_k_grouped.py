@@ -232,6 +232,26 @@ def test_kernels_compile_without_spills(tmp_path):
     assert any("k_grouped_transpose" in p for p in os.listdir(tmp_path / "cache"))
 
 
+def _has_nvrtc():
+    from deep_gemm import _jit
+
+    return bool(_jit.find_wheel_nvrtc()[0])
+
+
+@pytest.mark.skipif(not _has_nvrtc(), reason="needs the nvidia-cuda-nvrtc wheel")
+def test_nvrtc_compiles_without_spills(tmp_path):
+    """NVRTC declares CUtensorMap itself (64-byte aligned, cuda.h says 128): the group table
+    must still compile to the same member offsets, without spills."""
+    env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path), DG_JIT_PTXAS_CHECK="1", DG_JIT_USE_NVRTC="1")
+    code = ("import torch, deep_gemm\n"
+            "print(torch.ops.deep_gemm.k_grouped_fp8_gemm_build(7168, 2048, 4096, 8, 132, 'mn', True))\n"
+            "print(deep_gemm.get_jit().backend)\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    kernel_line, backend = out.stdout.strip().splitlines()[-2:]
+    assert backend == "nvrtc" and kernel_line.startswith("sm90_fp8_1d1d_kg_")
+
+
 # ---- correctness (GPU) -------------------------------------------------------------
 
 
@@ -454,3 +474,41 @@ def test_pdl_and_small_sm_count():
             p.check(d, c)
     finally:
         deep_gemm.set_num_sms(saved)
+
+
+_BACKEND_CHILD = r"""
+import torch, deep_gemm
+from deep_gemm.testing import calc_diff
+from deep_gemm.utils import per_channel_cast_to_fp8
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.manual_seed(1)
+m, n, ks = 384, 640, [256, 0, 512, 128]
+xa = torch.randn(sum(ks), m, device="cuda", dtype=torch.bfloat16)
+xb = torch.randn(sum(ks), n, device="cuda", dtype=torch.bfloat16)
+(a, sfa), (b, sfb) = per_channel_cast_to_fp8(xa, use_ue8m0=False), per_channel_cast_to_fp8(xb, use_ue8m0=False)
+c = torch.randn(len(ks), m, n, device="cuda")
+d = torch.full_like(c, float("nan"))
+kt = torch.tensor(ks, dtype=torch.int32, device="cuda")
+deep_gemm.k_grouped_fp8_gemm_tn_contiguous((a, sfa), (b, sfb), d, ks, kt, c=c)
+torch.cuda.synchronize()
+ad, bd = a.float() * sfa.repeat_interleave(128, 0), b.float() * sfb.repeat_interleave(128, 0)
+worst, start = 0.0, 0
+for g, k in enumerate(ks):
+    ref = c[g] + ad[start:start + k].t() @ bd[start:start + k]
+    worst = max(worst, calc_diff(d[g], ref).item())
+    start += k
+print("RESULT", worst, deep_gemm.get_jit().backend)
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["nvcc", "nvrtc"])
+def test_kernel_built_by_either_backend_runs(backend, tmp_path):
+    """The by-value group table has the same member offsets whichever compiler built the
+    kernel (NVRTC's CUtensorMap is 64-byte aligned, cuda.h's 128): results agree."""
+    env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path), DG_JIT_USE_NVRTC="1" if backend == "nvrtc" else "0")
+    out = subprocess.run([sys.executable, "-c", _BACKEND_CHILD], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    _, worst, used = next(x for x in out.stdout.splitlines() if x.startswith("RESULT")).split()
+    assert used == backend and float(worst) < 1e-3
