@@ -10,7 +10,9 @@ Implements the protocol of the project's BENCH.md:
   is written to flush L2; each launch is timed with its own pair of CUDA events;
   the median over ``--repeats`` (at least 30 for the protocol) launches is reported;
 * peers run in the same process on the same data: cuBLASLt blockwise FP8 through
-  ``torch.nn.functional.scaled_mm`` and bf16 ``A @ B.t()``;
+  ``torch.nn.functional.scaled_mm`` and bf16 ``A @ B.t()``; for the k-grouped (wgrad)
+  rows, one scaled_mm (1x128 scales on both operands) per group plus the fp32 add of ``c``,
+  and our dense 1D1D ``fp8_gemm_nt`` once per group;
 * also measured: host overhead per call (3000 back-to-back launches of a
   16x256x512 GEMM), first-call time with an empty JIT cache and with a warm one
   (each in a fresh process), and ``import deep_gemm`` time after ``import torch``.
