@@ -52,11 +52,16 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_k_grouped_configs(int m, int
         out.push_back(c);
     }
     // Wgrad shapes with little K per group sit on the model's DRAM floor (C is read and D
-    // written in fp32), where many tiles tie exactly: take the largest tile among equals
-    // (fewest epilogue passes, least L2 traffic) rather than the first one listed.
-    std::stable_sort(out.begin(), out.end(), [](const Sm90Fp8GemmConfig& a, const Sm90Fp8GemmConfig& b) {
+    // written in fp32), where many tiles tie exactly. Among equals take the one the model
+    // prefers once compute dominates (the same problem at K = 16384 per group), rather than
+    // the first one listed (a tiny tile).
+    const int m1 = std::max(m, 1), n1 = std::max(n, 1), g1 = std::max(num_groups, 1);
+    auto compute_key = [&](const Sm90Fp8GemmConfig& c) {
+        return sm90_fp8_estimate_cycles(c, m1, n1, std::max(k, 16384), g1);
+    };
+    std::stable_sort(out.begin(), out.end(), [&](const Sm90Fp8GemmConfig& a, const Sm90Fp8GemmConfig& b) {
         if (a.est_cycles != b.est_cycles) return a.est_cycles < b.est_cycles;
-        return a.block_m * a.block_n > b.block_m * b.block_n;
+        return compute_key(a) < compute_key(b);
     });
     return out;
 }
