@@ -102,6 +102,9 @@ def test_shape_sets_match_the_protocol():
     assert all(k % 128 == 0 for _, _, k in bench.FP8_SHAPES)
     assert bench.CONTIGUOUS_SETS == ((4, 8192, 4096, 7168), (8, 4096, 7168, 2048))
     assert [s[:2] + s[3:] for s in bench.MASKED_SETS] == [(32, 192, 4096, 7168), (6, 1024, 7168, 3072)]
+    assert bench.K_GROUPED_SETS == ((4, 7168, 4096, 4096), (8, 7168, 2048, 4096))
+    ks = bench.k_grouped_tokens(8, 4096, seed=0)
+    assert len(ks) == 8 and all(k % 128 == 0 and 0.7 * 4096 - 128 <= k <= 1.3 * 4096 + 128 for k in ks)
     assert bench.TINY_SHAPE == (16, 256, 512) and bench.HOST_OVERHEAD_CALLS == 3000
     assert bench.FLUSH_BYTES >= 256e6
 
@@ -319,6 +322,17 @@ class ReferenceOps:
         for g, m in enumerate(masked_m.tolist()):
             d[g, :m] = (a_f[g, :m] @ b_f[g].t()).to(d.dtype)
 
+    def k_grouped_fp8_gemm_nt_contiguous(self, a, b, d, ks, ks_tensor, c=None):
+        (a_x, sfa), (b_x, sfb) = a, b
+        _, m, n = d.shape
+        start = 0
+        for g, k in enumerate(ks):
+            kb = slice(start // 128, (start + k) // 128)
+            a_g = a_x[start * m: (start + k) * m].view(m, k).float() * sfa[kb].t().repeat_interleave(128, dim=1)
+            b_g = b_x[start * n: (start + k) * n].view(n, k).float() * sfb[kb].t().repeat_interleave(128, dim=1)
+            d[g] = a_g @ b_g.t() + (c[g] if c is not None else 0)
+            start += k
+
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("suite", ["fp8", "grouped", "bf16"])
@@ -335,6 +349,9 @@ def test_suites_pass_with_reference_ops(suite):
     if suite == "grouped":
         masked = [r for r in records if r["op"].endswith("masked")]
         assert [r["groups"] for r in masked] == [32, 6] and all(r["max_m"] == 4096 for r in masked)
+        k_grouped = [r for r in records if r["op"].startswith("k_grouped")]
+        assert [(r["groups"], r["m"], r["n"]) for r in k_grouped] == [(4, 7168, 4096), (8, 7168, 2048)]
+        assert all(r["k"] == sum(r["ks"]) and all(k % 128 == 0 for k in r["ks"]) for r in k_grouped)
     summary = bench.summarize(records)
     assert summary["failures"] == 0 and summary["suites"][suite]["ok"] == len(records)
 

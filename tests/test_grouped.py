@@ -180,7 +180,8 @@ def test_warmup_compiles_grouped_suite(tmp_path):
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
-    assert len(lines) == 4
+    assert len(lines) == 6  # 2 contiguous, 2 masked, 2 k-grouped
+    assert sum("sm90_fp8_1d1d_kg_m7168n" in line for line in lines) == 2
     for line in lines:
         path = line.split()[-1]
         assert path.startswith(str(tmp_path))

@@ -287,6 +287,12 @@ __all__ += [
     "fp8_m_grouped_gemm_nt_masked",
 ]
 
+# ---- k-grouped FP8 GEMM (MoE weight gradients) -----------------------------------------
+
+from ._k_grouped import k_grouped_fp8_gemm_nt_contiguous, k_grouped_fp8_gemm_tn_contiguous  # noqa: E402
+
+__all__ += ["k_grouped_fp8_gemm_nt_contiguous", "k_grouped_fp8_gemm_tn_contiguous"]
+
 # SM100-only upstream names: present, and raising a clear error when called.
 __all__ += ["SymmBuffer", "get_symm_buffer_for_mega_moe", "transform_weights_for_mega_moe", "fp8_fp4_mega_moe",
             "bf16_mega_moe"]

@@ -17,6 +17,9 @@
 #   deep_gemm::jit_build(str name, str code, str entry) -> str
 #   deep_gemm::jit_configure(str include_root, str nvrtc_library, str[] nvrtc_include_dirs) -> ()
 #   deep_gemm::jit_info() -> (str[], str, str, str, str[], int[])
+#   deep_gemm::k_grouped_fp8_gemm_build(int m, int n, int k, int num_groups, int num_sms, str compiled_dims, bool tn=False) -> str
+#   deep_gemm::k_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, int[] ks, Tensor ks_tensor, Tensor? c=None, str compiled_dims="mn") -> ()
+#   deep_gemm::k_grouped_fp8_gemm_tn_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, int[] ks, Tensor ks_tensor, Tensor? c=None, str compiled_dims="mn") -> ()
 #   deep_gemm::m_grouped_fp8_gemm_build(str layout, int m, int n, int k, int num_groups, int expected_m, int num_sms, str compiled_dims, bool sfa_k_major=False) -> str
 #   deep_gemm::m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor grouped_layout, str compiled_dims="nk", bool use_psum_layout=False, int? expected_m_for_psum_layout=None) -> ()
 #   deep_gemm::m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor masked_m, int expected_m, str compiled_dims="nk") -> ()
@@ -115,6 +118,14 @@ def get_theoretical_mk_alignment_for_contiguous_layout(expected_m: int | None = 
 
 def get_tma_aligned_size(x: int, element_size: int) -> int:
     """``x`` rounded up so ``x * element_size`` is a multiple of 16 bytes (TMA strides)."""
+    ...
+
+def k_grouped_fp8_gemm_nt_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, ks_cpu: Optional[collections.abc.Sequence[int]] = None, grouped_layout: Optional[torch.Tensor] = None, c: Optional[torch.Tensor] = None, recipe: tuple[int, int, int] = (1, 1, 128), compiled_dims: str = 'mn', use_psum_layout: bool = False, *, ks: Optional[collections.abc.Sequence[int]] = None, ks_tensor: Optional[torch.Tensor] = None) -> None:
+    """Weight-gradient GEMM with groups along K: ``d[g] = c[g] + A_g @ B_g^T`` in fp32, for every group g."""
+    ...
+
+def k_grouped_fp8_gemm_tn_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, ks_cpu: Optional[collections.abc.Sequence[int]] = None, grouped_layout: Optional[torch.Tensor] = None, c: Optional[torch.Tensor] = None, recipe: tuple[int, int, int] = (1, 1, 128), compiled_dims: str = 'mn', use_psum_layout: bool = False, *, ks: Optional[collections.abc.Sequence[int]] = None, ks_tensor: Optional[torch.Tensor] = None) -> None:
+    """:func:`k_grouped_fp8_gemm_nt_contiguous` with A ``[sum(ks_cpu), M]`` and B ``[sum(ks_cpu), N]``"""
     ...
 
 def m_grouped_fp8_gemm_nn_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, grouped_layout: torch.Tensor, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, use_psum_layout: bool = False, expected_m_for_psum_layout: Optional[int] = None) -> None:

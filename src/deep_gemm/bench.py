@@ -10,7 +10,9 @@ Implements the protocol of the project's BENCH.md:
   is written to flush L2; each launch is timed with its own pair of CUDA events;
   the median over ``--repeats`` (at least 30 for the protocol) launches is reported;
 * peers run in the same process on the same data: cuBLASLt blockwise FP8 through
-  ``torch.nn.functional.scaled_mm`` and bf16 ``A @ B.t()``;
+  ``torch.nn.functional.scaled_mm`` and bf16 ``A @ B.t()``; for the k-grouped (wgrad)
+  rows, one scaled_mm (1x128 scales on both operands) per group plus the fp32 add of ``c``,
+  and our dense 1D1D ``fp8_gemm_nt`` once per group;
 * also measured: host overhead per call (3000 back-to-back launches of a
   16x256x512 GEMM), first-call time with an empty JIT cache and with a warm one
   (each in a fresh process), and ``import deep_gemm`` time after ``import torch``.
@@ -41,7 +43,7 @@ from typing import Any
 import torch
 
 from .testing.numeric import calc_diff
-from .utils.math import align, per_block_cast_to_fp8, per_token_cast_to_fp8
+from .utils.math import align, per_block_cast_to_fp8, per_channel_cast_to_fp8, per_token_cast_to_fp8
 
 # ---------------------------------------------------------------------------- constants
 
@@ -64,6 +66,10 @@ BF16_SHAPES = FP8_SHAPES
 CONTIGUOUS_SETS = ((4, 8192, 4096, 7168), (8, 4096, 7168, 2048))
 # M-grouped masked: (groups, expected valid rows per group, max rows per group, N, K).
 MASKED_SETS = ((32, 192, 4096, 4096, 7168), (6, 1024, 4096, 7168, 3072))
+# K-grouped (MoE weight gradients, DeepSeek-V3 expert shapes): (groups, M, N, expected tokens
+# per group). d[g] = c[g] + A_g @ B_g^T with A_g [M, k_g], B_g [N, k_g]; M x N is the expert's
+# gate/up ([4096, 7168] read as 7168 x 4096 here) or down ([7168, 2048]) weight.
+K_GROUPED_SETS = ((4, 7168, 4096, 4096), (8, 7168, 2048, 4096))
 
 TINY_SHAPE = (16, 256, 512)
 HOST_OVERHEAD_CALLS = 3000
@@ -80,8 +86,9 @@ MAX_DIFF = {"fp8": 1e-3, "grouped": 1e-3, "bf16": 1e-4}
 
 PEER_CUBLASLT = "cublaslt_blockwise"
 PEER_BF16 = "torch_bf16"
-PEER_ORDER = (PEER_CUBLASLT, PEER_BF16)
-PEER_LABELS = {PEER_CUBLASLT: "cuBLASLt", PEER_BF16: "bf16"}
+PEER_DENSE_LOOP = "deep_gemm_dense_loop"
+PEER_ORDER = (PEER_CUBLASLT, PEER_BF16, PEER_DENSE_LOOP)
+PEER_LABELS = {PEER_CUBLASLT: "cuBLASLt", PEER_BF16: "bf16", PEER_DENSE_LOOP: "dense loop"}
 
 # ---------------------------------------------------------------------------- small helpers
 
@@ -348,6 +355,109 @@ def masked_case(dg: Any, num_groups: int, expected_m: int, max_m: int, n: int, k
     return case
 
 
+def k_grouped_tokens(num_groups: int, expected_k: int, seed: int) -> list[int]:
+    """Tokens per group drawn at 0.7x to 1.3x of ``expected_k``, each a multiple of 128."""
+    rng = random.Random(seed)
+    return [align(int(expected_k * rng.uniform(0.7, 1.3)), 128) for _ in range(num_groups)]
+
+
+def k_grouped_nt_operand(x_fp8: torch.Tensor, ks: Sequence[int]) -> torch.Tensor:
+    """``[sum_k, mn]`` (tokens as rows) into the nt layout: each group's ``[mn, k_g]`` K-major, flat."""
+    parts, start = [], 0
+    for k in ks:
+        parts.append(x_fp8[start: start + k].view(torch.uint8).t().contiguous().flatten())
+        start += k
+    return torch.cat(parts).view(x_fp8.dtype)
+
+
+def cublaslt_k_grouped_peer(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor],
+                            c: torch.Tensor, ks: Sequence[int]) -> Peer:
+    """One cuBLASLt blockwise FP8 GEMM per group (1x128 scales on both operands, through
+    torch's scaled_mm; bf16 out), then ``c[g] +`` in fp32: what a caller without a grouped
+    kernel would run. ``a``/``b``: the ``[sum_k, mn]`` MN-major operands and their scales."""
+    scaled_mm, scaling_type, reason = scaled_mm_api()
+    if scaled_mm is None:
+        return Peer(reason=reason)
+    (a_fp8, sfa), (b_fp8, sfb) = a, b
+    groups, start = [], 0
+    for k in ks:
+        kb0, kb1 = start // 128, (start + k) // 128
+        a_g = a_fp8[start: start + k].t().contiguous()  # [M, k_g] K-major
+        b_g = b_fp8[start: start + k].t().contiguous()  # [N, k_g] K-major
+        sfa_g = sfa[kb0:kb1].t()  # [M, kb] column-major
+        sfb_g = sfb[kb0:kb1].t().contiguous()  # [N, kb] row-major
+        groups.append((a_g, b_g.t(), sfa_g, sfb_g.t()))
+        start += k
+
+    def run() -> torch.Tensor:
+        out = c.clone()
+        for g, (a_g, b_t, sfa_g, sfb_t) in enumerate(groups):
+            out[g] += scaled_mm(a_g, b_t, sfa_g, scaling_type.BlockWise1x128, sfb_t, scaling_type.BlockWise1x128,
+                                output_dtype=torch.bfloat16).float()
+        return out
+
+    return Peer(run=run)
+
+
+def dense_loop_k_grouped_peer(dg: Any, a_nt: torch.Tensor, sfa: torch.Tensor, b_nt: torch.Tensor,
+                              sfb: torch.Tensor, c: torch.Tensor, ks: Sequence[int]) -> Peer:
+    """Our dense 1D1D GEMM (fp32, accumulating into c) once per group."""
+    op, reason = get_op(dg, "fp8_gemm_nt")
+    if op is None:
+        return Peer(reason=reason)
+    num_groups, m, n = c.shape
+    out = torch.empty_like(c)
+    groups, start = [], 0
+    for g, k in enumerate(ks):
+        kb0, kb1 = start // 128, (start + k) // 128
+        a_g = a_nt[start * m: (start + k) * m].view(m, k)
+        b_g = b_nt[start * n: (start + k) * n].view(n, k)
+        # [mn, kb] views with strides (1, mn): already the kernel's layout when mn % 4 == 0.
+        groups.append(((a_g, sfa[kb0:kb1].t()), (b_g, sfb[kb0:kb1].t()), c[g], out[g], k))
+        start += k
+
+    def run() -> torch.Tensor:
+        for a_g, b_g, c_g, d_g, k in groups:
+            if k == 0:
+                d_g.copy_(c_g)  # the dense op needs K > 0
+            else:
+                op(a_g, b_g, d_g, c=c_g, recipe=(1, 1, 128))
+        return out
+
+    return Peer(run=run)
+
+
+def k_grouped_case(dg: Any, num_groups: int, m: int, n: int, expected_k: int, seed: int) -> Case:
+    ks = k_grouped_tokens(num_groups, expected_k, seed)
+    sum_k = sum(ks)
+    case = Case(
+        meta=row_meta("grouped", "k_grouped_fp8_gemm_nt_contiguous", m, n, sum_k, groups=num_groups,
+                      expected_k_per_group=expected_k, ks=ks),
+        flops=gemm_flops(m, n, sum_k),
+        max_diff=MAX_DIFF["grouped"],
+    )
+    op, case.skip_reason = get_op(dg, "k_grouped_fp8_gemm_nt_contiguous")
+    x_a, x_b = randn(sum_k, m), randn(sum_k, n)
+    c = torch.randn(num_groups, m, n, device="cuda")
+    ref, start = c.clone(), 0
+    for g, k in enumerate(ks):
+        ref[g] += x_a[start: start + k].float().t() @ x_b[start: start + k].float()
+        start += k
+    case.reference = ref
+    a_q, b_q = per_channel_cast_to_fp8(x_a, use_ue8m0=False), per_channel_cast_to_fp8(x_b, use_ue8m0=False)
+    a_nt, b_nt = k_grouped_nt_operand(a_q[0], ks), k_grouped_nt_operand(b_q[0], ks)
+    case.peers = {
+        PEER_CUBLASLT: cublaslt_k_grouped_peer(a_q, b_q, c, ks),
+        PEER_DENSE_LOOP: dense_loop_k_grouped_peer(dg, a_nt, a_q[1], b_nt, b_q[1], c, ks),
+    }
+    if op is not None:
+        ks_tensor = torch.tensor(ks, dtype=torch.int32, device="cuda")
+        d = torch.full((num_groups, m, n), float("nan"), device="cuda")
+        case.ours = lambda: op((a_nt, a_q[1]), (b_nt, b_q[1]), d, ks, ks_tensor, c=c)
+        case.read_ours = lambda: d
+    return case
+
+
 def suite_cases(dg: Any, suite: str, seed: int):
     """Yield (builder description, zero-argument case builder) for one suite."""
     if suite == "fp8":
@@ -366,6 +476,11 @@ def suite_cases(dg: Any, suite: str, seed: int):
             yield (
                 f"masked {g}x~{em}/{mm} n={n} k={k}",
                 lambda g=g, em=em, mm=mm, n=n, k=k: masked_case(dg, g, em, mm, n, k, seed),
+            )
+        for g, m, n, ek in K_GROUPED_SETS:
+            yield (
+                f"k_grouped {g}x~{ek} m={m} n={n}",
+                lambda g=g, m=m, n=n, ek=ek: k_grouped_case(dg, g, m, n, ek, seed),
             )
     else:
         raise ValueError(f"unknown suite {suite!r}")

@@ -25,12 +25,16 @@ FP8_SUITE.append((4096, 7168, 2048))
 
 # The grouped sets of BENCH.md. Contiguous: (layout, groups, rows per group, N, K), costed
 # as M_sum = groups * rows (the kernel choice is stable around it); masked: (layout, groups,
-# expected rows per group, max rows per group, N, K).
+# expected rows per group, max rows per group, N, K); k-grouped (the bench's wgrad sets):
+# (layout, groups, tokens per group, M, N), costed with the mean tokens per group (the choice
+# is the same for means from 0.71x to 1.41x of it); also compiles the tn form's layout kernel.
 GROUPED_SUITE = [
     ("contiguous", 4, 8192, 4096, 7168),
     ("contiguous", 8, 4096, 7168, 2048),
     ("masked", 32, 192, 4096, 4096, 7168),
     ("masked", 6, 1024, 4096, 7168, 3072),
+    ("k_grouped", 4, 4096, 7168, 4096),
+    ("k_grouped", 8, 4096, 7168, 2048),
 ]
 
 
@@ -62,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compiled-dims", default="nk")
     ap.add_argument("--sfa-layout", choices=["both", "per-token", "prepared"], default="both",
                     help="which SFA layout's bf16-output kernels to compile (see above)")
+    ap.add_argument("--k-grouped-compiled-dims", default="mn",
+                    help="compiled_dims of the k-grouped kernels (their API default is 'mn')")
     args = ap.parse_args(argv)
     if args.arch != "sm_90a":
         ap.error(f"only sm_90a kernels exist in this release, got --arch {args.arch}")
@@ -87,6 +93,15 @@ def main(argv: list[str] | None = None) -> int:
             seen.add(name)
             print(f"{m:>6} x {n:>6} x {k:>6} {'fp32' if fp32 else 'bf16'}  {status}  {name}  {path}", flush=True)
     for entry in grouped:
+        t0 = time.perf_counter()
+        if entry[0] == "k_grouped":
+            _, g, tokens, m, n = entry
+            name, path = torch.ops.deep_gemm.k_grouped_fp8_gemm_build(
+                m, n, tokens, g, args.num_sms, args.k_grouped_compiled_dims, True).split("\t")
+            status = "cached" if name in seen else f"{time.perf_counter() - t0:6.2f} s"
+            seen.add(name)
+            print(f"{f'k_grouped {g} x ~{tokens}':>24} x {m:>6} x {n:>6} fp32  {status}  {name}  {path}", flush=True)
+            continue
         if entry[0] == "masked":
             _, g, expected_m, max_m, n, k = entry
             m, label = max_m, f"masked {g} x ~{expected_m}/{max_m}"

@@ -32,7 +32,7 @@ enum class GemmType : uint32_t {
     kMGroupedContiguous = 1,
     kMGroupedMasked = 2,
     kMGroupedContiguousPsum = 3,
-    // kKGrouped: not implemented yet.
+    // k-grouped (MoE wgrad) walks its own way: KGroupedScheduler in impls/sm90_fp8_k_grouped.cuh.
 };
 
 struct TileInfo {

@@ -1,0 +1,125 @@
+"""K-grouped FP8 GEMMs for MoE weight gradients (API.md P1): the facade over
+``torch.ops.deep_gemm.k_grouped_fp8_gemm_{nt,tn}_contiguous``.
+
+It restores what the schemas cannot say (``(tensor, scale)`` pairs, the recipe, both
+spellings of the group arguments, ``use_psum_layout``); the ops do every shape, dtype,
+device, alignment and aliasing check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Optional
+
+import torch
+
+_ops = torch.ops.deep_gemm
+_nt_op = _ops.k_grouped_fp8_gemm_nt_contiguous.default
+_tn_op = _ops.k_grouped_fp8_gemm_tn_contiguous.default
+_RECIPE = (1, 1, 128)
+
+
+def _pair(fn: str, name: str, value: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    if not (isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(t, torch.Tensor) for t in value)):
+        raise TypeError(f"deep_gemm.{fn}: {name} must be a pair (tensor, scale_factors), got {type(value).__name__}")
+    return value[0], value[1]
+
+
+def _one_of(fn: str, new_name: str, new: Any, old_name: str, old: Any) -> Any:
+    """Upstream spelled the group arguments two ways (``ks_cpu`` / ``ks``, ``grouped_layout`` /
+    ``ks_tensor``); either is accepted, not both."""
+    if new is not None and old is not None:
+        raise TypeError(f"deep_gemm.{fn}: pass {new_name} or its alias {old_name}, not both")
+    if new is None and old is None:
+        raise TypeError(f"deep_gemm.{fn}: missing {new_name} (alias {old_name})")
+    return new if new is not None else old
+
+
+def _ks_list(fn: str, ks: Any) -> list[int]:
+    if isinstance(ks, torch.Tensor):
+        raise TypeError(f"deep_gemm.{fn}: ks_cpu must be a Python list of ints (the per-group K the host builds the "
+                        "launch from); pass the GPU copy as grouped_layout / ks_tensor")
+    if not isinstance(ks, (list, tuple)):
+        raise TypeError(f"deep_gemm.{fn}: ks_cpu must be a list of ints, got {type(ks).__name__}")
+    for i, k in enumerate(ks):
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise TypeError(f"deep_gemm.{fn}: ks_cpu[{i}] must be an int, got {type(k).__name__} ({k!r})")
+    return list(ks)
+
+
+def _k_grouped(fn: str, op: Any, a: Any, b: Any, d: Any, ks: Any, ks_tensor: Any, c: Optional[torch.Tensor],
+               recipe: Any, compiled_dims: Any, use_psum_layout: Any) -> None:
+    a_t, sfa = _pair(fn, "a", a)
+    b_t, sfb = _pair(fn, "b", b)
+    if not isinstance(d, torch.Tensor):
+        raise TypeError(f"deep_gemm.{fn}: d must be a tensor, got {type(d).__name__}")
+    if c is not None and not isinstance(c, torch.Tensor):
+        raise TypeError(f"deep_gemm.{fn}: c must be a tensor or None, got {type(c).__name__}")
+    if not isinstance(ks_tensor, torch.Tensor):
+        raise TypeError(f"deep_gemm.{fn}: grouped_layout (ks_tensor) must be an int32 tensor on the GPU, "
+                        f"got {type(ks_tensor).__name__}")
+    if not isinstance(compiled_dims, str):
+        raise TypeError(f"deep_gemm.{fn}: compiled_dims must be a str such as 'mn', got {type(compiled_dims).__name__}")
+    if not isinstance(use_psum_layout, bool):
+        raise TypeError(f"deep_gemm.{fn}: use_psum_layout must be a bool, got {type(use_psum_layout).__name__}")
+    if use_psum_layout:
+        raise ValueError(f"deep_gemm.{fn}: use_psum_layout=True is not supported on SM90 (as upstream's SM90 path): "
+                         "pass each group's K in ks_cpu and grouped_layout as int32 [G] of the same sizes")
+    if recipe is None or tuple(recipe) != _RECIPE:
+        raise ValueError(f"deep_gemm.{fn}: the SM90 k-grouped GEMMs support recipe (1, 1, 128) only (1x128 scales "
+                         f"along K for both operands, fp32 d), got {recipe if recipe is None else tuple(recipe)}")
+    op(a_t, sfa, b_t, sfb, d, _ks_list(fn, ks), ks_tensor, c, compiled_dims)
+
+
+def k_grouped_fp8_gemm_nt_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor],
+                                     d: torch.Tensor, ks_cpu: Optional[Sequence[int]] = None,
+                                     grouped_layout: Optional[torch.Tensor] = None, c: Optional[torch.Tensor] = None,
+                                     recipe: tuple[int, int, int] = _RECIPE, compiled_dims: str = "mn",
+                                     use_psum_layout: bool = False, *, ks: Optional[Sequence[int]] = None,
+                                     ks_tensor: Optional[torch.Tensor] = None) -> None:
+    """Weight-gradient GEMM with groups along K: ``d[g] = c[g] + A_g @ B_g^T`` in fp32, for every group g.
+
+    Group g covers K positions ``[o_g, o_g + ks_cpu[g])`` with ``o_g = sum(ks_cpu[:g])``.
+    ``a = (A, SFA)``: A FP8 e4m3, contiguous, ``sum(ks_cpu) * M`` elements holding each group's
+    K-major ``[M, k_g]`` matrix back to back (group g at element ``M * o_g``); SFA fp32
+    ``[sum(ks_cpu) / 128, M]``, one scale per row per 128 K (row ``o_g / 128 + kb`` for group
+    g's K block kb). ``b = (B, SFB)`` likewise with N. ``d``: fp32 ``[G, M, N]`` contiguous
+    (N even). ``c``: fp32 ``[G, M, N]`` or None (then ``d[g]`` is the product alone); ``c``
+    may be ``d`` itself (in-place accumulation).
+
+    ``ks_cpu`` (alias ``ks``): the per-group K as Python ints, each a multiple of 128 and
+    possibly 0 (an empty group still gets ``d[g] = c[g]``, or zeros). ``grouped_layout``
+    (alias ``ks_tensor``): the same sizes as int32 ``[G]`` on the GPU; it is validated but not
+    read: the launch is built from ``ks_cpu``, so a captured CUDA graph replays with the
+    sizes of its capture. ``recipe`` must be ``(1, 1, 128)``; ``use_psum_layout=True`` is
+    not supported on SM90. ``compiled_dims`` may bake M and N into the kernel ('mn').
+    SFA / SFB not already TMA-aligned (M or N not a multiple of 4) are converted on the GPU.
+    """
+    fn = "k_grouped_fp8_gemm_nt_contiguous"
+    ks_v = _one_of(fn, "ks_cpu", ks_cpu, "ks", ks)
+    layout = _one_of(fn, "grouped_layout", grouped_layout, "ks_tensor", ks_tensor)
+    _k_grouped(fn, _nt_op, a, b, d, ks_v, layout, c, recipe, compiled_dims, use_psum_layout)
+
+
+def k_grouped_fp8_gemm_tn_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor],
+                                     d: torch.Tensor, ks_cpu: Optional[Sequence[int]] = None,
+                                     grouped_layout: Optional[torch.Tensor] = None, c: Optional[torch.Tensor] = None,
+                                     recipe: tuple[int, int, int] = _RECIPE, compiled_dims: str = "mn",
+                                     use_psum_layout: bool = False, *, ks: Optional[Sequence[int]] = None,
+                                     ks_tensor: Optional[torch.Tensor] = None) -> None:
+    """:func:`k_grouped_fp8_gemm_nt_contiguous` with A ``[sum(ks_cpu), M]`` and B ``[sum(ks_cpu), N]``
+    given MN-major (tokens as rows, row-major contiguous), scales as in the nt form.
+
+    Cost: SM90 FP8 wgmma reads K-major operands only, so every call first transposes A and B
+    on the GPU into the nt form's per-group K-major layout (a temporary of
+    ``sum(ks_cpu) * (M + N)`` bytes, one extra read and write of both operands), then runs
+    the nt kernel. Callers that can produce the nt layout directly should. ``DG_JIT_DEBUG=1``
+    logs this once per process.
+    """
+    fn = "k_grouped_fp8_gemm_tn_contiguous"
+    ks_v = _one_of(fn, "ks_cpu", ks_cpu, "ks", ks)
+    layout = _one_of(fn, "grouped_layout", grouped_layout, "ks_tensor", ks_tensor)
+    _k_grouped(fn, _tn_op, a, b, d, ks_v, layout, c, recipe, compiled_dims, use_psum_layout)
+
+
+__all__ = ["k_grouped_fp8_gemm_nt_contiguous", "k_grouped_fp8_gemm_tn_contiguous"]
