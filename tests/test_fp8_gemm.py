@@ -176,15 +176,19 @@ def test_fp8_gemm_nt_1d2d_matches_reference(m, n, k):
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k", [(4097, 2112, 7168), (129, 576, 1536), (7, 7168, 2048), (129, 576, 640)])
 def test_fp8_gemm_sfa_layouts_agree(m, n, k):
-    """SFA as per-token quantisation leaves it ([M, K/128]) is read directly when K % 512 == 0,
-    prepared (MN-major, TMA-aligned) SFA takes the MN-major path, a padded row pitch the
-    direct path with that pitch; K = 640 converts. Same tiles and math: the same bits."""
+    """SFA as per-token quantisation leaves it ([M, K/128]) is read directly, prepared
+    (MN-major, TMA-aligned) SFA takes the MN-major path, a padded row pitch the direct path
+    with that pitch, an MN-major view with an unaligned pitch is converted on the GPU.
+    Same tiles and math: the same bits."""
     torch.manual_seed(m + n + k)
     a, b = _quantized(m, n, k)
     kb = k // 128
     padded = torch.empty(m, kb + 4, device="cuda")[:, :kb]
     padded.copy_(a[1])
-    variants = {"per-token": a[1], "prepared": deep_gemm.get_mn_major_tma_aligned_tensor(a[1]), "padded": padded}
+    unaligned = torch.empty(kb, m + 5, device="cuda").t()[:m]  # MN-major, pitch m + 5: converted
+    unaligned.copy_(a[1])
+    variants = {"per-token": a[1], "prepared": deep_gemm.get_mn_major_tma_aligned_tensor(a[1]), "padded": padded,
+                "converted": unaligned}
     ref = _reference(a, b, fp32_out=False)
     outs = {}
     for name, sfa in variants.items():
@@ -193,7 +197,7 @@ def test_fp8_gemm_sfa_layouts_agree(m, n, k):
         torch.cuda.synchronize()
         assert calc_diff(d, ref) < 1e-3, name
         outs[name] = d
-    assert torch.equal(outs["per-token"], outs["prepared"]) and torch.equal(outs["per-token"], outs["padded"])
+    assert all(torch.equal(outs["per-token"], d) for d in outs.values())
 
 
 @pytest.mark.gpu

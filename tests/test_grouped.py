@@ -366,8 +366,8 @@ def test_m_grouped_masked_all_empty_and_bench_signature():
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["contiguous", "psum", "masked"])
 def test_m_grouped_sfa_layouts_agree(kind):
-    """Per-token SFA is read as it is when K % 512 == 0; prepared (MN-major) SFA takes the
-    other kernel. Same tiles and math, so the same bits (and K = 640 converts, still right)."""
+    """Per-token SFA is read as it is; prepared (MN-major) SFA takes the other kernel.
+    Same tiles and math, so the same bits."""
     torch.manual_seed(11)
     g, n, k, align = 3, 512, 2048, deep_gemm.get_mk_alignment_for_contiguous_layout()
     rows = [300, 0, 130]

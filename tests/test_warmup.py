@@ -33,18 +33,19 @@ def test_warmup_compiles_fp8_suite_into_a_fresh_cache(tmp_path):
 @pytest.mark.skipif(shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"),
                     reason="needs nvcc to compile")
 def test_warmup_builds_both_sfa_layouts(tmp_path):
-    """bf16 output with K % 512 == 0: one kernel reads per-token SFA as quantisation leaves
-    it ([M, K/128]), another the prepared MN-major layout; both are compiled by default."""
+    """bf16 output: one kernel reads per-token SFA as quantisation leaves it ([M, K/128]),
+    another the prepared MN-major layout; both are compiled by default."""
     env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path))
     base = [sys.executable, "-m", "deep_gemm.warmup", "--num-sms", "132", "--shape", "4096,7168,2048"]
     out = subprocess.run(base, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     names = [line.split()[-2] for line in out.stdout.strip().splitlines()]
     assert len(names) == 2 and names[0].endswith("_sk") and not names[1].endswith("_sk"), names
-    # K % 512 != 0 and fp32 output have one layout only.
-    out = subprocess.run(base[:-2] + ["--shape", "256,2112,640", "--shape", "256,2112,2048:fp32"], env=env,
-                         capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0 and len(out.stdout.strip().splitlines()) == 2, out.stdout + out.stderr
+    # fp32 output (1D1D) has one layout only; --sfa-layout prepared builds only the MN-major one.
+    out = subprocess.run(base[:-2] + ["--shape", "256,2112,640:fp32", "--shape", "256,2112,640", "--sfa-layout",
+                                      "prepared"], env=env, capture_output=True, text=True, timeout=600)
+    lines = out.stdout.strip().splitlines()
+    assert out.returncode == 0 and len(lines) == 2 and not any(x.split()[-2].endswith("_sk") for x in lines), lines
 
 
 def test_warmup_rejects_other_archs():
@@ -60,6 +61,7 @@ def test_chosen_kernels_do_not_spill(tmp_path):
     spills or local memory (DG_JIT_PTXAS_CHECK fails the compile otherwise)."""
     env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path), DG_JIT_PTXAS_CHECK="1")
     shapes = [f"{m},{n},{k}" for m in (64, 256, 1024) for (n, k) in ((4096, 2048), (2112, 7168), (576, 7168))]
+    shapes += [f"{m},24576,1536" for m in (7, 128, 4096)] + ["4096,7168,16384", "128,7168,16384"]
     shapes += ["256,4096,2048:fp32", "4096,7168,2048:fp32"]
     cmd = [sys.executable, "-m", "deep_gemm.warmup", "--num-sms", "132"]
     for s in shapes:

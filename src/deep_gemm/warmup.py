@@ -7,10 +7,10 @@
 For deployment images and CI: the kernels land in DG_JIT_CACHE_DIR exactly as
 the first call on a GPU with that many SMs would compile them.
 
-BF16-output GEMMs (dense and m-grouped) with K % 512 == 0 have two kernels, one per layout of the per-token
-scales SFA: as quantisation leaves them ([M, K/128], read directly) and prepared
-(MN-major, TMA-aligned, see get_mn_major_tma_aligned_tensor). --sfa-layout picks which
-to compile (default: both).
+BF16-output GEMMs (dense and m-grouped) have two kernels, one per layout of the
+per-token scales SFA: as quantisation leaves them ([M, K/128], read directly) and
+prepared (MN-major, TMA-aligned, see get_mn_major_tma_aligned_tensor). --sfa-layout
+picks which to compile (default: both).
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ def _parse_shape(text: str) -> tuple[int, int, int, bool]:
 
 
 def _sfa_variants(layout: str, fp32: bool, k: int) -> list[bool]:
-    """sfa_k_major values to build: the per-token variant exists for bf16 output, K % 512 == 0."""
-    if fp32 or k % 512 != 0:
+    """sfa_k_major values to build: the per-token variant exists for bf16 output."""
+    if fp32:
         return [False]
     return {"both": [True, False], "per-token": [True], "prepared": [False]}[layout]
 

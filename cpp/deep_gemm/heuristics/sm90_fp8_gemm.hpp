@@ -26,8 +26,8 @@
 //   OOB fill none (zeros), element strides 1.
 //
 //   Kernel arguments, in order:
-//   1D2D: (uint32 m, uint32 n, uint32 k, const float* sfb,
-//          CUtensorMap a, CUtensorMap b, CUtensorMap sfa, CUtensorMap d)
+//   1D2D: (uint32 m, uint32 n, uint32 k, const float* sfb, const float* sfa_k /*K-major SFA
+//          or null*/, uint32 ld_sfa, CUtensorMap a, CUtensorMap b, CUtensorMap sfa, CUtensorMap d)
 //   1D1D: (uint32 m, uint32 n, uint32 k, const float* c /*may be d, or null*/, float* d,
 //          uint32 ld_d /*elements, even*/,
 //          CUtensorMap a, CUtensorMap b, CUtensorMap sfa, CUtensorMap sfb)
@@ -35,8 +35,8 @@
 //
 //   Preconditions the launcher checks: k % 128 == 0, k > 0, m > 0 (m == 0: skip launch),
 //   A/B K-major with row pitch % 16 == 0 bytes, 16-byte aligned bases, SFA (and 1D1D SFB)
-//   MN-major fp32 [k/128, align(mn, 4)] (1D2D with cfg.sfa_k_major: K-major fp32 [m, k/128],
-//   k % 512 == 0, row pitch % 4 == 0 elements, 16-byte aligned base), 1D2D SFB fp32 row-major [ceil(n/128), k/128],
+//   MN-major fp32 [k/128, align(mn, 4)] (1D2D with cfg.sfa_k_major: K-major fp32 [m, k/128]
+//   passed as sfa_k / ld_sfa, read by the math threads; tmap_sfa is then unused), 1D2D SFB fp32 row-major [ceil(n/128), k/128],
 //   1D2D D bf16 row-major with row pitch % 16 bytes == 0 (n % 8 == 0 if packed),
 //   1D1D C/D fp32 row-major, ld_d even, 8-byte aligned.
 // ---------------------------------------------------------------------------------------
@@ -79,11 +79,11 @@ inline int sm90_fp8_epilogue_swizzle(int row_bytes) {
     return row_bytes % 128 == 0 ? 128 : row_bytes % 64 == 0 ? 64 : row_bytes % 32 == 0 ? 32 : 0;
 }
 
-// Mirrors Fp8SmemLayout<...>::kDynamicBytes (K-major SFA: four K blocks per stage).
+// Mirrors Fp8SmemLayout<...>::kDynamicBytes (K-major SFA: none in shared memory).
 inline int sm90_fp8_smem_bytes(Sm90Fp8Kind kind, int bm, int bn, int stages, bool sfa_k_major = false) {
     const bool is_1d1d = kind == Sm90Fp8Kind::k1D1D;
     const int d = is_1d1d ? 0 : sm90_fp8_align(bm * bn * 2, 1024);
-    const int stage = bm * 128 + bn * 128 + sm90_fp8_align(bm * 4 * (sfa_k_major ? 4 : 1), 128) +
+    const int stage = bm * 128 + bn * 128 + (sfa_k_major ? 0 : sm90_fp8_align(bm * 4, 128)) +
                       (is_1d1d ? sm90_fp8_align(bn * 4, 128) : 0);
     return d + stages * stage + 2 * stages * 8 + 1024;
 }
@@ -186,6 +186,8 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_gemm_configs(int m, int n, i
             // (slabs + 1) x block_n / 2 floats per thread, must stay within 192; the 1D1D
             // kernel also holds its SFB reads (block_n <= 160 measured clean).
             if ((bm == 256 ? 3 : 2) * bn / 2 > 192) continue;
+            // 64x192 (one warpgroup) spilled with the K-major SFA loads (run 7's SASS).
+            if (bm == 64 && bn > 160) continue;
             if (kind == Sm90Fp8Kind::k1D1D && bn > 160) continue;
             for (int cluster : {1, 2}) {
                 if (cluster == 2 && (num_sms < 2 || !allow_cluster2)) continue;
@@ -263,11 +265,11 @@ inline std::string sm90_fp8_gemm_source(const Sm90Fp8GemmConfig& c, int compiled
         s += "    deep_gemm::" + impl + "_impl<" + targs + ">(\n"
              "        m, n, k, c, d, ld_d, &tmap_a, &tmap_b, &tmap_sfa, &tmap_sfb);\n}\n";
     } else {
-        s += "dg_entry(uint32_t m, uint32_t n, uint32_t k, const float* sfb,\n"
+        s += "dg_entry(uint32_t m, uint32_t n, uint32_t k, const float* sfb, const float* sfa_k, uint32_t ld_sfa,\n"
              "         const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,\n"
              "         const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_d) {\n";
         s += "    deep_gemm::" + impl + "_impl<" + targs + ">(\n"
-             "        m, n, k, sfb, &tmap_a, &tmap_b, &tmap_sfa, &tmap_d);\n}\n";
+             "        m, n, k, sfb, sfa_k, ld_sfa, &tmap_a, &tmap_b, &tmap_sfa, &tmap_d);\n}\n";
     }
     return s;
 }
@@ -310,9 +312,8 @@ inline std::vector<Sm90Fp8TensorMapSpec> sm90_fp8_gemm_tensor_maps(const Sm90Fp8
                     static_cast<uint32_t>(c.block_m / c.cluster), 128});
     maps.push_back({"b", Sm90TmaDtype::kU8, static_cast<uint64_t>(k), static_cast<uint64_t>(n), ldb_bytes, 128,
                     static_cast<uint32_t>(c.block_n), 128});
-    if (c.sfa_k_major)  // [m][kb] rows, boxes of 4 K blocks x block_m rows
-        maps.push_back({"sfa", Sm90TmaDtype::kF32, kb, static_cast<uint64_t>(m), (ld_sfa ? ld_sfa : kb) * 4, 4,
-                        static_cast<uint32_t>(c.block_m), 0});
+    if (c.sfa_k_major)  // unused by the kernel (it reads sfa_k itself): a valid map of the same tensor
+        maps.push_back({"sfa", Sm90TmaDtype::kF32, kb, static_cast<uint64_t>(m), (ld_sfa ? ld_sfa : kb) * 4, 4, 1, 0});
     else
         maps.push_back({"sfa", Sm90TmaDtype::kF32, m_pad, kb, m_pad * 4, static_cast<uint32_t>(c.block_m), 1, 0});
     if (c.kind == Sm90Fp8Kind::k1D1D) {
@@ -362,10 +363,10 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_grouped_configs(int gemm_typ
         if (gemm_type != static_cast<int>(Sm90GroupedType::kMasked) && align_m % c.block_m != 0) continue;
         c.gemm_type = gemm_type;
         if (gemm_type != static_cast<int>(Sm90GroupedType::kContiguous)) c.grid_x = num_sms;
-        // The grouped math warpgroups run on 224 registers (the scheduler's producer needs
-        // more). The contiguous index layout fits a second accumulator there; the group
-        // walk of masked / psum keeps a cursor in the math threads too and spilled 8 bytes
-        // with it (CUDA 13.0), so those keep the plain schedule.
+        // Masked and psum walk the groups with a cursor (producer on 56 registers, math on
+        // 224): a second accumulator spilled 8 bytes there (CUDA 13.0), so they keep the
+        // plain schedule. The contiguous index layout runs on the dense budget (40 / 232)
+        // and overlaps the promotion like the dense kernel.
         if (c.mma_overlap && gemm_type != static_cast<int>(Sm90GroupedType::kContiguous)) {
             c.mma_overlap = false;
             c.est_cycles = sm90_fp8_estimate_cycles(c, std::max(m, 1), n, k, std::max(num_groups, 1));
@@ -389,12 +390,13 @@ inline std::string sm90_fp8_grouped_source(const Sm90Fp8GemmConfig& c, int compi
     std::string s;
     s += "#include <deep_gemm/impls/sm90_fp8_gemm_1d2d.cuh>\n\n";
     s += "extern \"C\" __global__ void __launch_bounds__(384, 1)\n";
-    s += "dg_entry(uint32_t m, uint32_t n, uint32_t k, const float* sfb, const int* grouped_layout,\n"
-         "         uint32_t num_groups, uint32_t align_m, __nv_bfloat16* d, uint32_t ld_d,\n"
+    s += "dg_entry(uint32_t m, uint32_t n, uint32_t k, const float* sfb, const float* sfa_k, uint32_t ld_sfa,\n"
+         "         const int* grouped_layout, uint32_t num_groups, uint32_t align_m, __nv_bfloat16* d, uint32_t ld_d,\n"
          "         const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,\n"
          "         const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_d) {\n";
     s += "    deep_gemm::sm90_fp8_gemm_1d2d_impl<" + targs + ">(\n"
-         "        m, n, k, sfb, &tmap_a, &tmap_b, &tmap_sfa, &tmap_d, grouped_layout, num_groups, align_m, d, ld_d);\n}\n";
+         "        m, n, k, sfb, sfa_k, ld_sfa, &tmap_a, &tmap_b, &tmap_sfa, &tmap_d, grouped_layout, num_groups, align_m, d,\n"
+         "        ld_d);\n}\n";
     return s;
 }
 
@@ -425,9 +427,8 @@ inline std::vector<Sm90Fp8TensorMapSpec> sm90_fp8_grouped_tensor_maps(const Sm90
                     static_cast<uint64_t>(n) * static_cast<uint64_t>(num_groups), ldb_bytes, 128,
                     static_cast<uint32_t>(c.block_n), 128});
     const uint64_t kb = static_cast<uint64_t>(k / 128);
-    if (c.sfa_k_major)
-        maps.push_back({"sfa", Sm90TmaDtype::kF32, kb, rows, (ld_sfa ? ld_sfa : kb) * 4, 4,
-                        static_cast<uint32_t>(c.block_m), 0});
+    if (c.sfa_k_major)  // unused by the kernel (it reads sfa_k itself): a valid map of the same tensor
+        maps.push_back({"sfa", Sm90TmaDtype::kF32, kb, rows, (ld_sfa ? ld_sfa : kb) * 4, 4, 1, 0});
     else
         maps.push_back({"sfa", Sm90TmaDtype::kF32, sfa_pad, sfa_blocks, sfa_pad * 4, static_cast<uint32_t>(c.block_m), 1,
                         0});

@@ -199,7 +199,9 @@ class Sm90Fp8GemmLauncher {
       deep_jit::launch(*e.kernel, lc, m, n, k, c, d, ld_d, maps[0], maps[1], maps[2], maps[3]);
     } else {
       const auto* sfb = static_cast<const float*>(p.sfb);
-      deep_jit::launch(*e.kernel, lc, m, n, k, sfb, maps[0], maps[1], maps[2], maps[3]);
+      const auto* sfa_k = p.sfa_k_major ? static_cast<const float*>(p.sfa) : nullptr;
+      const auto ld_sfa = static_cast<uint32_t>(p.ld_sfa);
+      deep_jit::launch(*e.kernel, lc, m, n, k, sfb, sfa_k, ld_sfa, maps[0], maps[1], maps[2], maps[3]);
     }
   }
 

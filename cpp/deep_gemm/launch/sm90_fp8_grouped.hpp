@@ -139,7 +139,9 @@ class Sm90Fp8GroupedLauncher {
     const auto groups = static_cast<uint32_t>(p.num_groups), align_m = static_cast<uint32_t>(p.align_m);
     void* d = p.d;
     const auto ld_d = static_cast<uint32_t>(p.ld_d);
-    deep_jit::launch(*e.kernel, lc, m, n, k, sfb, layout, groups, align_m, d, ld_d, maps[0], maps[1], maps[2],
+    const auto* sfa_k = p.sfa_k_major ? static_cast<const float*>(p.sfa) : nullptr;
+    const auto ld_sfa = static_cast<uint32_t>(p.ld_sfa);
+    deep_jit::launch(*e.kernel, lc, m, n, k, sfb, sfa_k, ld_sfa, layout, groups, align_m, d, ld_d, maps[0], maps[1], maps[2],
                      maps[3]);
   }
 

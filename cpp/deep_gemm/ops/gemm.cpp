@@ -83,7 +83,7 @@ void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::opti
 
   // Scale layouts as the kernels load them (a no-op when the caller prepared them, or
   // when the 1D2D kernel reads a per-token SFA as it is: torch/sf_layout.hpp).
-  const bool sfa_k_major = !fp32_out && is_k_major_tma_readable(sfa);
+  const bool sfa_k_major = !fp32_out && is_k_major_readable(sfa);
   const Tensor sfa_k = sfa_k_major ? sfa : mn_major_tma_aligned(sfa, kOp);
   const Tensor sfb_k = fp32_out ? mn_major_tma_aligned(sfb, kOp) : (sfb.is_contiguous() ? sfb : torch::stable::contiguous(sfb));
 
@@ -98,8 +98,8 @@ void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::opti
 
 // Compiles (no GPU needed) the kernel fp8_gemm_nt would use for this shape on a
 // GPU with `num_sms` SMs; returns "<kernel name>\t<cubin path>". For warmup.
-// sfa_k_major: the 1D2D kernel for per-token ([M, K/128]) SFA as quantisation leaves it
-// (needs K % 512 == 0); false: the one for MN-major, TMA-aligned (prepared) SFA.
+// sfa_k_major: the 1D2D kernel for per-token ([M, K/128]) SFA as quantisation leaves it;
+// false: the one for MN-major, TMA-aligned (prepared) SFA.
 std::string fp8_gemm_build(int64_t m, int64_t n, int64_t k, bool fp32_out, int64_t num_sms, std::string compiled_dims,
                            bool sfa_k_major) {
   constexpr const char* op = "fp8_gemm_build";
@@ -108,9 +108,8 @@ std::string fp8_gemm_build(int64_t m, int64_t n, int64_t k, bool fp32_out, int64
   check_arg(num_sms > 0 && num_sms <= 1024, op, "num_sms must be in [1, 1024], got ", num_sms);
   const CompiledDims cd = parse_compiled_dims(compiled_dims, op);
   const auto [mult_m, mult_n] = DeviceRuntime::get().block_size_multiple_of();
-  check_arg(!sfa_k_major || (!fp32_out && k % 512 == 0), op,
-            "sfa_k_major needs the 1D2D kernel (bf16 output) and K a multiple of 512, got K = ", k,
-            fp32_out ? " with fp32 output" : "");
+  check_arg(!sfa_k_major || !fp32_out, op, "sfa_k_major is a 1D2D (bf16 output) kernel variant; fp32 output "
+            "(1D1D) reads MN-major scales only");
   const launch::detail::ConfigKey key{fp32_out, int(m), int(n), int(k), cd.m ? int(m) : 0, cd.n ? int(n) : 0,
                                       cd.k ? int(k) : 0, int(num_sms), mult_m, mult_n, 0, sfa_k_major};
   auto [cfg, src] = launch::sm90_fp8_kernel_source(key, heuristics::kSm90MaxSmemBytes);

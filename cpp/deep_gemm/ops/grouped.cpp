@@ -102,7 +102,7 @@ void m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb
   if (is_meta(d) || m == 0 || n == 0) return;
 
   // Per-token SFA is read as it is when the kernel can (torch/sf_layout.hpp), else converted.
-  const bool sfa_k_major = is_k_major_tma_readable(sfa);
+  const bool sfa_k_major = is_k_major_readable(sfa);
   const Tensor sfa_k = sfa_k_major ? sfa : mn_major_tma_aligned(sfa, op);
   const Tensor sfb_k = contiguous_sfb(sfb);
   launch::Sm90Fp8GroupedProblem p;
@@ -165,7 +165,7 @@ void m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Te
 
   // [G, max_m, K/128] read as [G * max_m, K/128] when it can be, else converted to
   // [G][K/128][align(max_m, 4)].
-  const bool sfa_k_major = is_k_major_tma_readable(sfa);
+  const bool sfa_k_major = is_k_major_readable(sfa);
   const Tensor sfa_k = sfa_k_major ? sfa : mn_major_tma_aligned(sfa, op);
   const Tensor sfb_k = contiguous_sfb(sfb);
   launch::Sm90Fp8GroupedProblem p;
@@ -185,8 +185,8 @@ void m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Te
 // returns "<kernel name>\t<cubin path>". layout: "contiguous" (m = M_sum), "psum"
 // (m = M_sum; expected_m > 0 costs it as num_groups groups of expected_m rows) or "masked"
 // (m = max_m, expected_m > 0). For warmup.
-// sfa_k_major: the kernel for per-token SFA read as it is (K % 512 == 0), else the one for
-// MN-major, TMA-aligned SFA.
+// sfa_k_major: the kernel for per-token SFA read as it is, else the one for MN-major,
+// TMA-aligned SFA.
 std::string m_grouped_fp8_gemm_build(std::string layout, int64_t m, int64_t n, int64_t k, int64_t num_groups,
                                      int64_t expected_m, int64_t num_sms, std::string compiled_dims,
                                      bool sfa_k_major) {
@@ -199,7 +199,6 @@ std::string m_grouped_fp8_gemm_build(std::string layout, int64_t m, int64_t n, i
   check_arg(num_sms > 0 && num_sms <= 1024, op, "num_sms must be in [1, 1024], got ", num_sms);
   const bool masked = layout == "masked";
   check_arg(!masked || expected_m > 0, op, "expected_m must be > 0 for the masked layout, got ", expected_m);
-  check_arg(!sfa_k_major || k % 512 == 0, op, "sfa_k_major needs K a multiple of 512, got K = ", k);
   const CompiledDims cd = parse_compiled_dims(compiled_dims, op);
   const auto [mult_m, mult_n] = DeviceRuntime::get().block_size_multiple_of();
   const int type = static_cast<int>(masked ? h::Sm90GroupedType::kMasked

@@ -22,17 +22,18 @@ inline bool is_mn_major_tma_aligned(const Tensor& sf) {
   return inner && (r == 2 || sf.size(0) <= 1 || sf.stride(0) == pad * kb);
 }
 
-// True when the 1D2D kernels can read per-row scales sf ([mn, kb], or [g, mn, kb] seen as
-// [g * mn, kb]) as they are, K-major, in TMA boxes of 4 K blocks x rows: kb % 4 == 0,
-// unit K stride, row pitch % 4 == 0 elements (16 bytes), a 16-byte aligned base, and for
-// 3-D a uniform row pitch across groups. Scales already MN-major and TMA-aligned are not
-// taken (that path's kernel is cheaper in shared memory).
-inline bool is_k_major_tma_readable(const Tensor& sf) {
+// True when the 1D2D kernels' math threads can read per-row scales sf ([mn, kb], or
+// [g, mn, kb] seen as [g * mn, kb]) as they are: K-major (unit K stride), one row pitch
+// (3-D: uniform across groups), element offsets below 2^32. That is what per-token
+// quantisation produces, so no layout kernel runs before the GEMM. Scales already MN-major
+// and TMA-aligned keep that path (TMA into shared memory).
+inline bool is_k_major_readable(const Tensor& sf) {
   const int64_t r = sf.dim();
   const int64_t mn = sf.size(r - 2), kb = sf.size(r - 1), pitch = sf.stride(r - 2);
-  if (kb % 4 != 0 || sf.stride(r - 1) != 1 || pitch % 4 != 0 || pitch < kb) return false;
+  const int64_t rows = r == 3 ? sf.size(0) * mn : mn;
+  if ((sf.stride(r - 1) != 1 && kb > 1) || pitch < kb || rows * pitch >= (int64_t(1) << 32)) return false;
   if (r == 3 && sf.size(0) > 1 && sf.stride(0) != mn * pitch) return false;
-  return reinterpret_cast<uintptr_t>(sf.data_ptr()) % 16 == 0 && !is_mn_major_tma_aligned(sf);
+  return !is_mn_major_tma_aligned(sf);
 }
 
 inline void check_sf(const Tensor& sf, const char* op) {

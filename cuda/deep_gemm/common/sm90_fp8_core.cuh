@@ -39,9 +39,8 @@ constexpr uint32_t kMathRegs = 232;         // setmaxnreg for the math warpgroup
 // Dynamic shared memory, from a 1024-byte aligned base (the 128B swizzle repeats every
 // 1024 bytes, and TMA and wgmma both apply it on absolute addresses):
 //   [D staging tile] [A x STAGES] [B x STAGES] [SFA x STAGES] [SFB x STAGES] [barriers]
-// kSfaKBlocks: K blocks of SFA per stage: 1 (MN-major SFA, [BLOCK_M] floats), or 4 when
-// SFA is read straight from a K-major [M, K/128] tensor, whose TMA box must be 16 bytes
-// wide ([BLOCK_M][4] floats; the stage for K block kb holds blocks kb & ~3 .. (kb & ~3) + 3).
+// kSfaKBlocks: K blocks of SFA per stage: 1 (MN-major SFA, [BLOCK_M] floats), or 0 when
+// the math threads read SFA from global memory themselves (K-major SFA).
 // The host mirrors this in cpp/deep_gemm/heuristics/sm90_fp8_gemm.hpp (smem_bytes).
 template <uint32_t kBlockM, uint32_t kBlockN, uint32_t kStages, bool kSfbInSmem, uint32_t kDStageBytes,
           uint32_t kSfaKBlocks = 1>
@@ -111,9 +110,8 @@ __device__ __forceinline__ void init_barriers(const Layout& smem) {
 
 // The producer: one thread walks the same tile sequence as the math warpgroups and keeps
 // the ring full. A is loaded in kCluster row slices so that a multicast tile and a local
-// tile use the same tensor map (box = kBlockM / kCluster rows). kSfaKMajor: SFA comes
-// from a K-major [rows of A, K/128] tensor in boxes of 4 K blocks (see Fp8SmemLayout),
-// its rows indexed like A's.
+// tile use the same tensor map (box = kBlockM / kCluster rows). kSfaKMajor: the math
+// threads read SFA themselves (K-major global tensor): no SFA load here.
 template <typename Layout, typename Scheduler, uint32_t kBlockM, uint32_t kBlockN,
           uint32_t kStages, uint32_t kCluster, bool kLoadSfb, bool kSfaKMajor = false>
 __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sched, uint32_t num_k_blocks,
@@ -147,9 +145,7 @@ __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sche
                                      m0 + static_cast<int32_t>(r * kSliceM));
             }
             ptx::tma_load_2d(smem.b(s), tmap_b, full, k0, b0);
-            if constexpr (kSfaKMajor)
-                ptx::tma_load_2d(smem.sfa(s), tmap_sfa, full, static_cast<int32_t>(kb & ~3u), m0);
-            else
+            if constexpr (!kSfaKMajor)
                 ptx::tma_load_2d(smem.sfa(s), tmap_sfa, full, sfa_x,
                                  static_cast<int32_t>(sched.sfa_y(tile, kb, num_k_blocks)));
             if constexpr (kLoadSfb)
