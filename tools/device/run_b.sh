@@ -1,0 +1,20 @@
+# Device check used during the 2026-11-30 session: GPU tests of the dense and grouped
+# families, then the fp8 and grouped benches (carry dist and .whl).
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 DG_JIT_CACHE_DIR=/tmp/dgcache
+python3 -m pip install -q --no-deps --no-index --target /tmp/site dist/*.whl .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site
+cd tests
+echo "== GPU tests (nvcc)"
+timeout 240 python3 -m pytest -q -p no:cacheprovider -m gpu ${DG_TESTS:-test_fp8_gemm.py test_grouped.py} 2>&1 | tee "$OUT/pytest_nvcc.txt" | grep -E "passed|failed|FAILED|Error" | head -30
+cd ..
+echo "== SASS"
+for f in /tmp/dgcache/cache/*/kernel.cubin; do
+  n=$(basename "$(dirname "$f")"); s=$(cuobjdump --dump-sass "$f")
+  echo "$n QGMMA=$(grep -c QGMMA <<<"$s") LDL=$(grep -c 'LDL' <<<"$s") STL=$(grep -c 'STL' <<<"$s")"
+done > "$OUT/sass.txt"; grep -E "LDL=[1-9]|STL=[1-9]" "$OUT/sass.txt"; echo "$(wc -l < "$OUT/sass.txt") kernels checked"
+for suite in ${DG_BENCH_SUITES:-fp8 grouped}; do
+  echo "== bench $suite"
+  timeout 200 python3 -m deep_gemm.bench --suite "$suite" --json "$OUT/bench_$suite.json" 2>&1 | grep -v "^\[deep_gemm.bench\]" | tail -16
+done
