@@ -385,8 +385,8 @@ def cublaslt_k_grouped_peer(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch
         a_g = a_fp8[start: start + k].t().contiguous()  # [M, k_g] K-major
         b_g = b_fp8[start: start + k].t().contiguous()  # [N, k_g] K-major
         sfa_g = sfa[kb0:kb1].t()  # [M, kb] column-major
-        sfb_g = sfb[kb0:kb1].t().contiguous()  # [N, kb] row-major
-        groups.append((a_g, b_g.t(), sfa_g, sfb_g.t()))
+        sfb_g = sfb[kb0:kb1].t()  # [N, kb] column-major (torch wants scale_b as [N, kb])
+        groups.append((a_g, b_g.t(), sfa_g, sfb_g))
         start += k
 
     def run() -> torch.Tensor:

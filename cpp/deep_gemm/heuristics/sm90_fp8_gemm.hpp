@@ -296,11 +296,10 @@ struct Sm90Fp8TensorMapSpec {
 };
 
 // The tensor maps of a launch, in kernel-argument order (after the scalar arguments).
-// Pitches: lda/ldb in bytes (k for packed), ld_d in elements (n for packed), ld_sfa in
-// elements (K-major SFA only; k/128 for packed).
+// Pitches: lda/ldb in bytes (k for packed), ld_d in elements (n for packed).
 inline std::vector<Sm90Fp8TensorMapSpec> sm90_fp8_gemm_tensor_maps(const Sm90Fp8GemmConfig& c, int m, int n, int k,
                                                                    uint64_t lda_bytes = 0, uint64_t ldb_bytes = 0,
-                                                                   uint64_t ld_d = 0, uint64_t ld_sfa = 0) {
+                                                                   uint64_t ld_d = 0) {
     if (lda_bytes == 0) lda_bytes = static_cast<uint64_t>(k);
     if (ldb_bytes == 0) ldb_bytes = static_cast<uint64_t>(k);
     if (ld_d == 0) ld_d = static_cast<uint64_t>(n);
@@ -312,8 +311,8 @@ inline std::vector<Sm90Fp8TensorMapSpec> sm90_fp8_gemm_tensor_maps(const Sm90Fp8
                     static_cast<uint32_t>(c.block_m / c.cluster), 128});
     maps.push_back({"b", Sm90TmaDtype::kU8, static_cast<uint64_t>(k), static_cast<uint64_t>(n), ldb_bytes, 128,
                     static_cast<uint32_t>(c.block_n), 128});
-    if (c.sfa_k_major)  // unused by the kernel (it reads sfa_k itself): a valid map of the same tensor
-        maps.push_back({"sfa", Sm90TmaDtype::kF32, kb, static_cast<uint64_t>(m), (ld_sfa ? ld_sfa : kb) * 4, 4, 1, 0});
+    if (c.sfa_k_major)  // unused by the kernel (it reads sfa_k itself): A's map fills the slot
+        maps.push_back(Sm90Fp8TensorMapSpec(maps[0]));
     else
         maps.push_back({"sfa", Sm90TmaDtype::kF32, m_pad, kb, m_pad * 4, static_cast<uint32_t>(c.block_m), 1, 0});
     if (c.kind == Sm90Fp8Kind::k1D1D) {
@@ -413,12 +412,12 @@ inline std::string sm90_fp8_grouped_name(const Sm90Fp8GemmConfig& c, int compile
 //   rows: rows of A and D as 2-D views (M_sum, or G * max_m for masked)
 //   sfa_rows: rows per SFA column block (M_sum, or max_m for masked); sfa_blocks: outer
 //   extent of SFA seen as [sfa_blocks][align(sfa_rows, 4)] (k/128, or G * k/128 for masked).
-//   With cfg.sfa_k_major, SFA is instead [rows][k/128] with row pitch ld_sfa (elements).
+//   With cfg.sfa_k_major the kernel reads SFA itself (kernel arguments sfa_k, ld_sfa).
 inline std::vector<Sm90Fp8TensorMapSpec> sm90_fp8_grouped_tensor_maps(const Sm90Fp8GemmConfig& c, uint64_t rows,
                                                                       int n, int k, int num_groups,
                                                                       uint64_t sfa_rows, uint64_t sfa_blocks,
                                                                       uint64_t lda_bytes, uint64_t ldb_bytes,
-                                                                      uint64_t ld_d, uint64_t ld_sfa = 0) {
+                                                                      uint64_t ld_d) {
     const uint64_t sfa_pad = (sfa_rows + 3) / 4 * 4;
     std::vector<Sm90Fp8TensorMapSpec> maps;
     maps.push_back({"a", Sm90TmaDtype::kU8, static_cast<uint64_t>(k), rows, lda_bytes, 128,
@@ -426,9 +425,8 @@ inline std::vector<Sm90Fp8TensorMapSpec> sm90_fp8_grouped_tensor_maps(const Sm90
     maps.push_back({"b", Sm90TmaDtype::kU8, static_cast<uint64_t>(k),
                     static_cast<uint64_t>(n) * static_cast<uint64_t>(num_groups), ldb_bytes, 128,
                     static_cast<uint32_t>(c.block_n), 128});
-    const uint64_t kb = static_cast<uint64_t>(k / 128);
-    if (c.sfa_k_major)  // unused by the kernel (it reads sfa_k itself): a valid map of the same tensor
-        maps.push_back({"sfa", Sm90TmaDtype::kF32, kb, rows, (ld_sfa ? ld_sfa : kb) * 4, 4, 1, 0});
+    if (c.sfa_k_major)  // unused by the kernel (it reads sfa_k itself): A's map fills the slot
+        maps.push_back(Sm90Fp8TensorMapSpec(maps[0]));
     else
         maps.push_back({"sfa", Sm90TmaDtype::kF32, sfa_pad, sfa_blocks, sfa_pad * 4, static_cast<uint32_t>(c.block_m), 1,
                         0});

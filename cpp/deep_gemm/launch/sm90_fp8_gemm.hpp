@@ -177,7 +177,7 @@ class Sm90Fp8GemmLauncher {
   }
 
   static void launch(const Entry& e, const Sm90Fp8Problem& p) {
-    const auto specs = h::sm90_fp8_gemm_tensor_maps(e.cfg, p.m, p.n, p.k, p.lda_bytes, p.ldb_bytes, p.ld_d, p.ld_sfa);
+    const auto specs = h::sm90_fp8_gemm_tensor_maps(e.cfg, p.m, p.n, p.k, p.lda_bytes, p.ldb_bytes, p.ld_d);
     CUtensorMap maps[4];
     for (size_t i = 0; i < 4; ++i) {
       const auto& s = specs[i];

@@ -117,7 +117,7 @@ class Sm90Fp8GroupedLauncher {
     const uint64_t kb = static_cast<uint64_t>(p.k / 128);
     const auto specs = h::sm90_fp8_grouped_tensor_maps(e.cfg, rows, p.n, p.k, p.num_groups, static_cast<uint64_t>(p.m),
                                                        masked ? kb * p.num_groups : kb, p.lda_bytes, p.ldb_bytes,
-                                                       p.ld_d, p.ld_sfa);
+                                                       p.ld_d);
     CUtensorMap maps[4];
     for (size_t i = 0; i < 4; ++i) {
       const auto& s = specs[i];
