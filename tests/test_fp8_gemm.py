@@ -176,10 +176,9 @@ def test_fp8_gemm_nt_1d2d_matches_reference(m, n, k):
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k", [(4097, 2112, 7168), (129, 576, 1536), (7, 7168, 2048), (129, 576, 640)])
 def test_fp8_gemm_sfa_layouts_agree(m, n, k):
-    """SFA as per-token quantisation leaves it ([M, K/128]) is read directly, prepared
-    (MN-major, TMA-aligned) SFA takes the MN-major path, a padded row pitch the direct path
-    with that pitch, an MN-major view with an unaligned pitch is converted on the GPU.
-    Same tiles and math: the same bits."""
+    """Every SFA layout gives the same bits: per-token ([M, K/128]), a padded row pitch and
+    an MN-major view with an unaligned pitch are converted on the GPU; prepared (MN-major,
+    TMA-aligned) SFA is used as it is."""
     torch.manual_seed(m + n + k)
     a, b = _quantized(m, n, k)
     kb = k // 128

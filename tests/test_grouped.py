@@ -176,7 +176,7 @@ def test_build_op_validates():
                     reason="needs nvcc to compile")
 def test_warmup_compiles_grouped_suite(tmp_path):
     env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path), DG_JIT_PTXAS_CHECK="1")
-    cmd = [sys.executable, "-m", "deep_gemm.warmup", "--num-sms", "132", "--suite", "grouped", "--sfa-layout", "per-token"]
+    cmd = [sys.executable, "-m", "deep_gemm.warmup", "--num-sms", "132", "--suite", "grouped"]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
@@ -366,8 +366,8 @@ def test_m_grouped_masked_all_empty_and_bench_signature():
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["contiguous", "psum", "masked"])
 def test_m_grouped_sfa_layouts_agree(kind):
-    """Per-token SFA is read as it is; prepared (MN-major) SFA takes the other kernel.
-    Same tiles and math, so the same bits."""
+    """Per-token SFA ([rows, K/128], converted on the GPU each call) and prepared SFA
+    (MN-major, TMA-aligned, used as it is) give the same bits."""
     torch.manual_seed(11)
     g, n, k, align = 3, 512, 2048, deep_gemm.get_mk_alignment_for_contiguous_layout()
     rows = [300, 0, 130]

@@ -2,7 +2,7 @@
 # schemas and the deep_gemm._C facade. Do not edit by hand.
 #
 # Registered schemas (torch.ops.deep_gemm):
-#   deep_gemm::fp8_gemm_build(int m, int n, int k, bool fp32_out, int num_sms, str compiled_dims, bool sfa_k_major=False) -> str
+#   deep_gemm::fp8_gemm_build(int m, int n, int k, bool fp32_out, int num_sms, str compiled_dims) -> str
 #   deep_gemm::fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor? c=None, str compiled_dims="nk") -> ()
 #   deep_gemm::get_block_size_multiple_of() -> int[]
 #   deep_gemm::get_device_sm_count() -> int
@@ -20,7 +20,7 @@
 #   deep_gemm::k_grouped_fp8_gemm_build(int m, int n, int k, int num_groups, int num_sms, str compiled_dims, bool tn=False) -> str
 #   deep_gemm::k_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, int[] ks, Tensor ks_tensor, Tensor? c=None, str compiled_dims="mn") -> ()
 #   deep_gemm::k_grouped_fp8_gemm_tn_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, int[] ks, Tensor ks_tensor, Tensor? c=None, str compiled_dims="mn") -> ()
-#   deep_gemm::m_grouped_fp8_gemm_build(str layout, int m, int n, int k, int num_groups, int expected_m, int num_sms, str compiled_dims, bool sfa_k_major=False) -> str
+#   deep_gemm::m_grouped_fp8_gemm_build(str layout, int m, int n, int k, int num_groups, int expected_m, int num_sms, str compiled_dims) -> str
 #   deep_gemm::m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor grouped_layout, str compiled_dims="nk", bool use_psum_layout=False, int? expected_m_for_psum_layout=None) -> ()
 #   deep_gemm::m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor masked_m, int expected_m, str compiled_dims="nk") -> ()
 #   deep_gemm::set_block_size_multiple_of(int block_m, int block_n) -> ()

@@ -6,11 +6,6 @@
 
 For deployment images and CI: the kernels land in DG_JIT_CACHE_DIR exactly as
 the first call on a GPU with that many SMs would compile them.
-
-BF16-output GEMMs (dense and m-grouped) have two kernels, one per layout of the
-per-token scales SFA: as quantisation leaves them ([M, K/128], read directly) and
-prepared (MN-major, TMA-aligned, see get_mn_major_tma_aligned_tensor). --sfa-layout
-picks which to compile (default: both).
 """
 
 from __future__ import annotations
@@ -49,13 +44,6 @@ def _parse_shape(text: str) -> tuple[int, int, int, bool]:
     return m, n, k, kind == "fp32"
 
 
-def _sfa_variants(layout: str, fp32: bool, k: int) -> list[bool]:
-    """sfa_k_major values to build: the per-token variant exists for bf16 output."""
-    if fp32:
-        return [False]
-    return {"both": [True, False], "per-token": [True], "prepared": [False]}[layout]
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m deep_gemm.warmup", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -64,8 +52,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--suite", choices=["fp8", "grouped"], action="append", default=[], help="a benchmark suite's shapes")
     ap.add_argument("--shape", type=_parse_shape, action="append", default=[], help="M,N,K[:fp32]")
     ap.add_argument("--compiled-dims", default="nk")
-    ap.add_argument("--sfa-layout", choices=["both", "per-token", "prepared"], default="both",
-                    help="which SFA layout's bf16-output kernels to compile (see above)")
     ap.add_argument("--k-grouped-compiled-dims", default="mn",
                     help="compiled_dims of the k-grouped kernels (their API default is 'mn')")
     args = ap.parse_args(argv)
@@ -85,13 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     seen = set()
     t_all = time.perf_counter()
     for m, n, k, fp32 in shapes:
-        for sfa_k_major in _sfa_variants(args.sfa_layout, fp32, k):
-            t0 = time.perf_counter()
-            name, path = torch.ops.deep_gemm.fp8_gemm_build(m, n, k, fp32, args.num_sms, args.compiled_dims,
-                                                            sfa_k_major).split("\t")
-            status = "cached" if name in seen else f"{time.perf_counter() - t0:6.2f} s"
-            seen.add(name)
-            print(f"{m:>6} x {n:>6} x {k:>6} {'fp32' if fp32 else 'bf16'}  {status}  {name}  {path}", flush=True)
+        t0 = time.perf_counter()
+        name, path = torch.ops.deep_gemm.fp8_gemm_build(m, n, k, fp32, args.num_sms, args.compiled_dims).split("\t")
+        status = "cached" if name in seen else f"{time.perf_counter() - t0:6.2f} s"
+        seen.add(name)
+        print(f"{m:>6} x {n:>6} x {k:>6} {'fp32' if fp32 else 'bf16'}  {status}  {name}  {path}", flush=True)
     for entry in grouped:
         t0 = time.perf_counter()
         if entry[0] == "k_grouped":
@@ -108,13 +92,11 @@ def main(argv: list[str] | None = None) -> int:
         else:
             _, g, expected_m, n, k = entry
             m, expected_m, label = g * expected_m, 0, f"contiguous {g} x ~{entry[2]}"
-        for sfa_k_major in _sfa_variants(args.sfa_layout, False, k):
-            t0 = time.perf_counter()
-            name, path = torch.ops.deep_gemm.m_grouped_fp8_gemm_build(
-                entry[0], m, n, k, g, expected_m, args.num_sms, args.compiled_dims, sfa_k_major).split("\t")
-            status = "cached" if name in seen else f"{time.perf_counter() - t0:6.2f} s"
-            seen.add(name)
-            print(f"{label:>24} x {n:>6} x {k:>6} bf16  {status}  {name}  {path}", flush=True)
+        name, path = torch.ops.deep_gemm.m_grouped_fp8_gemm_build(
+            entry[0], m, n, k, g, expected_m, args.num_sms, args.compiled_dims).split("\t")
+        status = "cached" if name in seen else f"{time.perf_counter() - t0:6.2f} s"
+        seen.add(name)
+        print(f"{label:>24} x {n:>6} x {k:>6} bf16  {status}  {name}  {path}", flush=True)
     total = len(shapes) + len(grouped)
     print(f"warmup: {len(seen)} kernels for {total} shapes in {time.perf_counter() - t_all:.1f} s", file=sys.stderr)
     return 0

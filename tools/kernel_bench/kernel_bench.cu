@@ -391,9 +391,7 @@ static void launch(CUfunction fn, const Case& c, const Buffers& bf, Maps maps_in
     const float* sfb = bf.sfb;
     const float* cptr = c.alias ? reinterpret_cast<const float*>(bf.d()) : bf.c;
     float* dptr = reinterpret_cast<float*>(bf.d());
-    const float* sfa_k = nullptr;  // the harness passes MN-major SFA (tensor map)
-    uint32_t ld_sfa = 0;
-    void* args2d[] = {&m, &n, &k, &sfb, &sfa_k, &ld_sfa, &maps[0], &maps[1], &maps[2], &maps[3]};
+    void* args2d[] = {&m, &n, &k, &sfb, &maps[0], &maps[1], &maps[2], &maps[3]};
     void* args1d[] = {&m, &n, &k, &cptr, &dptr, &ldu, &maps[0], &maps[1], &maps[2], &maps[3]};
 
     CUlaunchConfig lc{};

@@ -26,8 +26,8 @@
 //   OOB fill none (zeros), element strides 1.
 //
 //   Kernel arguments, in order:
-//   1D2D: (uint32 m, uint32 n, uint32 k, const float* sfb, const float* sfa_k /*K-major SFA
-//          or null*/, uint32 ld_sfa, CUtensorMap a, CUtensorMap b, CUtensorMap sfa, CUtensorMap d)
+//   1D2D: (uint32 m, uint32 n, uint32 k, const float* sfb,
+//          CUtensorMap a, CUtensorMap b, CUtensorMap sfa, CUtensorMap d)
 //   1D1D: (uint32 m, uint32 n, uint32 k, const float* c /*may be d, or null*/, float* d,
 //          uint32 ld_d /*elements, even*/,
 //          CUtensorMap a, CUtensorMap b, CUtensorMap sfa, CUtensorMap sfb)
@@ -35,8 +35,7 @@
 //
 //   Preconditions the launcher checks: k % 128 == 0, k > 0, m > 0 (m == 0: skip launch),
 //   A/B K-major with row pitch % 16 == 0 bytes, 16-byte aligned bases, SFA (and 1D1D SFB)
-//   MN-major fp32 [k/128, align(mn, 4)] (1D2D with cfg.sfa_k_major: K-major fp32 [m, k/128]
-//   passed as sfa_k / ld_sfa, read by the math threads; tmap_sfa is then unused), 1D2D SFB fp32 row-major [ceil(n/128), k/128],
+//   MN-major fp32 [k/128, align(mn, 4)], 1D2D SFB fp32 row-major [ceil(n/128), k/128],
 //   1D2D D bf16 row-major with row pitch % 16 bytes == 0 (n % 8 == 0 if packed),
 //   1D1D C/D fp32 row-major, ld_d even, 8-byte aligned.
 // ---------------------------------------------------------------------------------------
@@ -67,7 +66,6 @@ struct Sm90Fp8GemmConfig {
     int swizzle_d = 0;           // 1D2D: TMA swizzle of the D staging tile (bytes)
     bool mma_overlap = false;    // 1D2D: promote block kb under block kb+1 (block_m <= 128, block_n <= 128)
     int gemm_type = 0;           // 1D2D: 0 dense, else an Sm90GroupedType (m-grouped MoE)
-    bool sfa_k_major = false;    // 1D2D dense: SFA loaded straight from K-major [M, K/128]
     double est_cycles = 0.0;     // model estimate used for the choice
 };
 
@@ -79,11 +77,11 @@ inline int sm90_fp8_epilogue_swizzle(int row_bytes) {
     return row_bytes % 128 == 0 ? 128 : row_bytes % 64 == 0 ? 64 : row_bytes % 32 == 0 ? 32 : 0;
 }
 
-// Mirrors Fp8SmemLayout<...>::kDynamicBytes (K-major SFA: none in shared memory).
-inline int sm90_fp8_smem_bytes(Sm90Fp8Kind kind, int bm, int bn, int stages, bool sfa_k_major = false) {
+// Mirrors Fp8SmemLayout<...>::kDynamicBytes.
+inline int sm90_fp8_smem_bytes(Sm90Fp8Kind kind, int bm, int bn, int stages) {
     const bool is_1d1d = kind == Sm90Fp8Kind::k1D1D;
     const int d = is_1d1d ? 0 : sm90_fp8_align(bm * bn * 2, 1024);
-    const int stage = bm * 128 + bn * 128 + (sfa_k_major ? 0 : sm90_fp8_align(bm * 4, 128)) +
+    const int stage = bm * 128 + bn * 128 + sm90_fp8_align(bm * 4, 128) +
                       (is_1d1d ? sm90_fp8_align(bn * 4, 128) : 0);
     return d + stages * stage + 2 * stages * 8 + 1024;
 }
@@ -93,7 +91,7 @@ constexpr int kSm90Fp8MaxStages = 12;
 
 // Deepest pipeline worth compiling for a tile. ptxas (CUDA 13.0) spills 56 bytes
 // in the 1D2D kernel at block 64x128 with 7+ stages (checked: 4 and 6 stages are
-// clean) and at 128x64 with 8 stages and MN-major SFA (7 is clean); every other tile
+// clean) and at 128x64 with 8 stages (7 is clean); every other tile
 // compiled clean at its full depth. Stay below those.
 // tests/test_warmup.py compiles the chosen kernels of a shape grid with
 // DG_JIT_PTXAS_CHECK=1, so a new case shows up there.
@@ -171,10 +169,8 @@ inline double sm90_fp8_estimate_cycles(const Sm90Fp8GemmConfig& c, int m, int n,
 // automatic choice does not take them until that changes.
 inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_gemm_configs(int m, int n, int k, int num_sms, bool fp32_out,
                                                                  int max_smem_bytes = kSm90MaxSmemBytes,
-                                                                 bool allow_cluster2 = false, int num_groups = 1,
-                                                                 bool sfa_k_major = false) {
+                                                                 bool allow_cluster2 = false, int num_groups = 1) {
     const Sm90Fp8Kind kind = fp32_out ? Sm90Fp8Kind::k1D1D : Sm90Fp8Kind::k1D2D;
-    sfa_k_major = sfa_k_major && kind == Sm90Fp8Kind::k1D2D;
     std::vector<Sm90Fp8GemmConfig> all;
     for (int bm : {64, 128, 256}) {
         // block_m 256 (two 64-row slabs per math warpgroup): dense 1D2D only.
@@ -186,7 +182,8 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_gemm_configs(int m, int n, i
             // (slabs + 1) x block_n / 2 floats per thread, must stay within 192; the 1D1D
             // kernel also holds its SFB reads (block_n <= 160 measured clean).
             if ((bm == 256 ? 3 : 2) * bn / 2 > 192) continue;
-            // 64x192 (one warpgroup) spilled with the K-major SFA loads (run 7's SASS).
+            // 64x192 (one warpgroup): spilled in a variant of the kernel (run 7's SASS) and
+            // never measured faster than 64x128 or 128x192; not offered.
             if (bm == 64 && bn > 160) continue;
             if (kind == Sm90Fp8Kind::k1D1D && bn > 160) continue;
             for (int cluster : {1, 2}) {
@@ -204,12 +201,11 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_gemm_configs(int m, int n, i
                 // 1D2D: promote block kb while block kb+1 runs (two accumulators, which fit
                 // for block_n <= 128). The v4 form is not serialised by ptxas (no C7514).
                 c.mma_overlap = kind == Sm90Fp8Kind::k1D2D && bm <= 128 && bn <= 128;
-                c.sfa_k_major = sfa_k_major;
                 int stages = sm90_fp8_max_stages(bm, bn);
-                while (stages > 2 && sm90_fp8_smem_bytes(kind, bm, bn, stages, sfa_k_major) > max_smem_bytes) --stages;
-                if (sm90_fp8_smem_bytes(kind, bm, bn, stages, sfa_k_major) > max_smem_bytes) continue;
+                while (stages > 2 && sm90_fp8_smem_bytes(kind, bm, bn, stages) > max_smem_bytes) --stages;
+                if (sm90_fp8_smem_bytes(kind, bm, bn, stages) > max_smem_bytes) continue;
                 c.stages = stages;
-                c.smem_bytes = sm90_fp8_smem_bytes(kind, bm, bn, stages, sfa_k_major);
+                c.smem_bytes = sm90_fp8_smem_bytes(kind, bm, bn, stages);
                 c.est_cycles = sm90_fp8_estimate_cycles(c, m, n, k, num_groups);
                 // Do not launch more CTAs than tiles (keeps tiny problems cheap), cluster-aligned.
                 const long tiles = static_cast<long>(sm90_fp8_ceil_div(m, bm)) * sm90_fp8_ceil_div(n, bn) * num_groups;
@@ -234,9 +230,8 @@ inline Sm90Fp8GemmConfig choose_sm90_fp8_gemm_config(int m, int n, int k, int nu
 // Completes a hand-picked (kind, block_m, block_n, cluster) into a full config (stages,
 // smem, threads, grid) the same way the ranking does. Used by tests and tuning.
 inline Sm90Fp8GemmConfig make_sm90_fp8_gemm_config(bool fp32_out, int bm, int bn, int cluster, int m, int n, int k,
-                                                   int num_sms, int max_smem_bytes = kSm90MaxSmemBytes,
-                                                   bool sfa_k_major = false) {
-    for (const auto& c : rank_sm90_fp8_gemm_configs(m, n, k, num_sms, fp32_out, max_smem_bytes, true, 1, sfa_k_major))
+                                                   int num_sms, int max_smem_bytes = kSm90MaxSmemBytes) {
+    for (const auto& c : rank_sm90_fp8_gemm_configs(m, n, k, num_sms, fp32_out, max_smem_bytes, true))
         if (c.block_m == bm && c.block_n == bn && c.cluster == cluster) return c;
     return Sm90Fp8GemmConfig{};  // block_m 128 / block_n 128 defaults; caller passed an illegal shape
 }
@@ -251,8 +246,7 @@ inline std::string sm90_fp8_gemm_source(const Sm90Fp8GemmConfig& c, int compiled
                               std::to_string(compiled_k) + "u, " + std::to_string(c.block_m) + "u, " +
                               std::to_string(c.block_n) + "u, " + std::to_string(c.stages) + "u, " +
                               std::to_string(c.cluster) + "u, " + std::to_string(c.group_n) + "u" +
-                              (is_1d1d ? "" : c.mma_overlap ? ", true" : ", false") +
-                              (c.sfa_k_major ? ", deep_gemm::GemmType::kNormal, true" : "");
+                              (is_1d1d ? "" : c.mma_overlap ? ", true" : ", false");
     std::string s;
     s += "#include <deep_gemm/impls/" + impl + ".cuh>\n\n";
     // The bound is always 384 threads: a fixed register cap at entry (168) that the
@@ -265,11 +259,11 @@ inline std::string sm90_fp8_gemm_source(const Sm90Fp8GemmConfig& c, int compiled
         s += "    deep_gemm::" + impl + "_impl<" + targs + ">(\n"
              "        m, n, k, c, d, ld_d, &tmap_a, &tmap_b, &tmap_sfa, &tmap_sfb);\n}\n";
     } else {
-        s += "dg_entry(uint32_t m, uint32_t n, uint32_t k, const float* sfb, const float* sfa_k, uint32_t ld_sfa,\n"
+        s += "dg_entry(uint32_t m, uint32_t n, uint32_t k, const float* sfb,\n"
              "         const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,\n"
              "         const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_d) {\n";
         s += "    deep_gemm::" + impl + "_impl<" + targs + ">(\n"
-             "        m, n, k, sfb, sfa_k, ld_sfa, &tmap_a, &tmap_b, &tmap_sfa, &tmap_d);\n}\n";
+             "        m, n, k, sfb, &tmap_a, &tmap_b, &tmap_sfa, &tmap_d);\n}\n";
     }
     return s;
 }
@@ -280,7 +274,7 @@ inline std::string sm90_fp8_gemm_name(const Sm90Fp8GemmConfig& c, int compiled_m
            std::to_string(compiled_m) + "n" + std::to_string(compiled_n) + "k" + std::to_string(compiled_k) +
            "_b" + std::to_string(c.block_m) + "x" + std::to_string(c.block_n) + "_s" + std::to_string(c.stages) +
            "_c" + std::to_string(c.cluster) + "_g" + std::to_string(c.group_n) +
-           (c.mma_overlap ? "_o" : "") + (c.sfa_k_major ? "_sk" : "");
+           (c.mma_overlap ? "_o" : "");
 }
 
 // One tensor map, in the terms of deep_jit::make_tensor_map_2d.
@@ -311,10 +305,7 @@ inline std::vector<Sm90Fp8TensorMapSpec> sm90_fp8_gemm_tensor_maps(const Sm90Fp8
                     static_cast<uint32_t>(c.block_m / c.cluster), 128});
     maps.push_back({"b", Sm90TmaDtype::kU8, static_cast<uint64_t>(k), static_cast<uint64_t>(n), ldb_bytes, 128,
                     static_cast<uint32_t>(c.block_n), 128});
-    if (c.sfa_k_major)  // unused by the kernel (it reads sfa_k itself): A's map fills the slot
-        maps.push_back(Sm90Fp8TensorMapSpec(maps[0]));
-    else
-        maps.push_back({"sfa", Sm90TmaDtype::kF32, m_pad, kb, m_pad * 4, static_cast<uint32_t>(c.block_m), 1, 0});
+    maps.push_back({"sfa", Sm90TmaDtype::kF32, m_pad, kb, m_pad * 4, static_cast<uint32_t>(c.block_m), 1, 0});
     if (c.kind == Sm90Fp8Kind::k1D1D) {
         maps.push_back({"sfb", Sm90TmaDtype::kF32, n_pad, kb, n_pad * 4, static_cast<uint32_t>(c.block_n), 1, 0});
     } else {
@@ -349,14 +340,12 @@ inline const char* sm90_grouped_type_name(int t) {
 // Configurations for `num_groups` groups of about m rows each (m = M_sum and 1 group for
 // the contiguous index layout, which is costed as one GEMM), best first. Contiguous layouts
 // need BLOCK_M to divide the group alignment align_m.
-// sfa_k_major: SFA is read as per-token quantisation leaves it (see the dense ranking).
 inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_grouped_configs(int gemm_type, int m, int num_groups, int n,
                                                                     int k, int num_sms, int align_m,
-                                                                    int max_smem_bytes = kSm90MaxSmemBytes,
-                                                                    bool sfa_k_major = false) {
+                                                                    int max_smem_bytes = kSm90MaxSmemBytes) {
     std::vector<Sm90Fp8GemmConfig> out;
     for (auto c : rank_sm90_fp8_gemm_configs(std::max(m, 1), n, k, num_sms, false, max_smem_bytes, false,
-                                             std::max(num_groups, 1), sfa_k_major)) {
+                                             std::max(num_groups, 1))) {
         // block_m 256 is dense-only; block_n 192 spills at the grouped kernels' 224 registers.
         if (c.cluster != 1 || c.block_m > 128 || c.block_n > 160) continue;
         if (gemm_type != static_cast<int>(Sm90GroupedType::kMasked) && align_m % c.block_m != 0) continue;
@@ -384,18 +373,16 @@ inline std::string sm90_fp8_grouped_source(const Sm90Fp8GemmConfig& c, int compi
                               std::to_string(compiled_k) + "u, " + std::to_string(c.block_m) + "u, " +
                               std::to_string(c.block_n) + "u, " + std::to_string(c.stages) + "u, 1u, " +
                               std::to_string(c.group_n) + "u, " + (c.mma_overlap ? "true" : "false") +
-                              ", deep_gemm::GemmType::" + sm90_grouped_type_name(c.gemm_type) +
-                              (c.sfa_k_major ? ", true" : "");
+                              ", deep_gemm::GemmType::" + sm90_grouped_type_name(c.gemm_type);
     std::string s;
     s += "#include <deep_gemm/impls/sm90_fp8_gemm_1d2d.cuh>\n\n";
     s += "extern \"C\" __global__ void __launch_bounds__(384, 1)\n";
-    s += "dg_entry(uint32_t m, uint32_t n, uint32_t k, const float* sfb, const float* sfa_k, uint32_t ld_sfa,\n"
-         "         const int* grouped_layout, uint32_t num_groups, uint32_t align_m, __nv_bfloat16* d, uint32_t ld_d,\n"
+    s += "dg_entry(uint32_t m, uint32_t n, uint32_t k, const float* sfb, const int* grouped_layout,\n"
+         "         uint32_t num_groups, uint32_t align_m, __nv_bfloat16* d, uint32_t ld_d,\n"
          "         const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,\n"
          "         const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_d) {\n";
     s += "    deep_gemm::sm90_fp8_gemm_1d2d_impl<" + targs + ">(\n"
-         "        m, n, k, sfb, sfa_k, ld_sfa, &tmap_a, &tmap_b, &tmap_sfa, &tmap_d, grouped_layout, num_groups, align_m, d,\n"
-         "        ld_d);\n}\n";
+         "        m, n, k, sfb, &tmap_a, &tmap_b, &tmap_sfa, &tmap_d, grouped_layout, num_groups, align_m, d, ld_d);\n}\n";
     return s;
 }
 
@@ -405,14 +392,13 @@ inline std::string sm90_fp8_grouped_name(const Sm90Fp8GemmConfig& c, int compile
     return std::string("sm90_fp8_1d2d_") + tags[t] + "_m" + std::to_string(compiled_m) + "n" +
            std::to_string(compiled_n) + "k" + std::to_string(compiled_k) + "_b" + std::to_string(c.block_m) + "x" +
            std::to_string(c.block_n) + "_s" + std::to_string(c.stages) + "_g" + std::to_string(c.group_n) +
-           (c.mma_overlap ? "_o" : "") + (c.sfa_k_major ? "_sk" : "");
+           (c.mma_overlap ? "_o" : "");
 }
 
 // Tensor maps of a grouped launch, in argument order (a, b, sfa, d).
 //   rows: rows of A and D as 2-D views (M_sum, or G * max_m for masked)
 //   sfa_rows: rows per SFA column block (M_sum, or max_m for masked); sfa_blocks: outer
 //   extent of SFA seen as [sfa_blocks][align(sfa_rows, 4)] (k/128, or G * k/128 for masked).
-//   With cfg.sfa_k_major the kernel reads SFA itself (kernel arguments sfa_k, ld_sfa).
 inline std::vector<Sm90Fp8TensorMapSpec> sm90_fp8_grouped_tensor_maps(const Sm90Fp8GemmConfig& c, uint64_t rows,
                                                                       int n, int k, int num_groups,
                                                                       uint64_t sfa_rows, uint64_t sfa_blocks,
@@ -425,11 +411,7 @@ inline std::vector<Sm90Fp8TensorMapSpec> sm90_fp8_grouped_tensor_maps(const Sm90
     maps.push_back({"b", Sm90TmaDtype::kU8, static_cast<uint64_t>(k),
                     static_cast<uint64_t>(n) * static_cast<uint64_t>(num_groups), ldb_bytes, 128,
                     static_cast<uint32_t>(c.block_n), 128});
-    if (c.sfa_k_major)  // unused by the kernel (it reads sfa_k itself): A's map fills the slot
-        maps.push_back(Sm90Fp8TensorMapSpec(maps[0]));
-    else
-        maps.push_back({"sfa", Sm90TmaDtype::kF32, sfa_pad, sfa_blocks, sfa_pad * 4, static_cast<uint32_t>(c.block_m), 1,
-                        0});
+    maps.push_back({"sfa", Sm90TmaDtype::kF32, sfa_pad, sfa_blocks, sfa_pad * 4, static_cast<uint32_t>(c.block_m), 1, 0});
     maps.push_back({"d", Sm90TmaDtype::kBF16, static_cast<uint64_t>(n), rows, ld_d * 2,
                     static_cast<uint32_t>(c.swizzle_d / 2), 64, c.swizzle_d});
     return maps;

@@ -31,8 +31,6 @@ struct Sm90Fp8Problem {
   const void* b = nullptr;
   const void* sfa = nullptr;
   const void* sfb = nullptr;
-  bool sfa_k_major = false;  // 1D2D: SFA is K-major [m, k/128] with row pitch ld_sfa (elements)
-  uint64_t ld_sfa = 0;
   const void* c = nullptr;  // 1D1D accumulation source (may equal d) or null
   void* d = nullptr;
   uint64_t lda_bytes = 0, ldb_bytes = 0, ld_d = 0;  // ld_d in elements
@@ -44,14 +42,13 @@ namespace detail {
 struct ConfigKey {
   bool fp32_out;
   int m, n, k, compiled_m, compiled_n, compiled_k, num_sms, mult_m, mult_n, device;
-  bool sfa_k_major = false;
   bool operator==(const ConfigKey&) const = default;
 };
 struct KeyHash {
   size_t operator()(const ConfigKey& k) const {
     size_t h = std::hash<int>()(k.m);
     for (int v : {k.n, k.k, k.compiled_m, k.compiled_n, k.compiled_k, k.num_sms, k.mult_m, k.mult_n, k.device,
-                  int(k.fp32_out), int(k.sfa_k_major)})
+                  int(k.fp32_out)})
       h = h * 1000003u ^ std::hash<int>()(v);
     return h;
   }
@@ -84,7 +81,7 @@ inline int forced_cluster() {
 inline h::Sm90Fp8GemmConfig choose_config(const ConfigKey& key, int max_smem) {
   const int cluster = forced_cluster();
   for (const auto& c : h::rank_sm90_fp8_gemm_configs(key.m, key.n, key.k, key.num_sms, key.fp32_out, max_smem,
-                                                     cluster == 2, 1, key.sfa_k_major)) {
+                                                     cluster == 2)) {
     if (cluster != 0 && c.cluster != cluster) continue;
     if (c.block_m % key.mult_m == 0 && c.block_n % key.mult_n == 0) return c;
   }
@@ -144,7 +141,7 @@ class Sm90Fp8GemmLauncher {
     const auto& rt = DeviceRuntime::get();
     const auto [mult_m, mult_n] = rt.block_size_multiple_of();
     const detail::ConfigKey ckey{p.fp32_out,  p.m, p.n, p.k, p.compiled_m, p.compiled_n, p.compiled_k,
-                                 rt.num_sms(p.device), mult_m, mult_n, p.device, p.sfa_k_major};
+                                 rt.num_sms(p.device), mult_m, mult_n, p.device};
     const Entry& e = entry(ckey, p);
     launch(e, p);
   }
@@ -171,7 +168,7 @@ class Sm90Fp8GemmLauncher {
       std::fprintf(stderr, "deep_gemm: %s m=%d n=%d k=%d -> block %dx%d, %d stages, cluster %d, grid %d, smem %d B%s%s\n",
                    p.fp32_out ? "fp8_gemm 1D1D" : "fp8_gemm 1D2D", p.m, p.n, p.k, e.cfg.block_m, e.cfg.block_n,
                    e.cfg.stages, e.cfg.cluster, e.cfg.grid_x, e.cfg.smem_bytes,
-                   e.cfg.mma_overlap ? ", overlapped promotion" : "", e.cfg.sfa_k_major ? ", K-major SFA" : "");
+                   e.cfg.mma_overlap ? ", overlapped promotion" : "", e.cfg.block_m == 256 ? ", two slabs per warpgroup" : "");
     std::lock_guard<std::mutex> lock(mu_);
     return entries_.try_emplace(ckey, e).first->second;
   }
@@ -199,9 +196,7 @@ class Sm90Fp8GemmLauncher {
       deep_jit::launch(*e.kernel, lc, m, n, k, c, d, ld_d, maps[0], maps[1], maps[2], maps[3]);
     } else {
       const auto* sfb = static_cast<const float*>(p.sfb);
-      const auto* sfa_k = p.sfa_k_major ? static_cast<const float*>(p.sfa) : nullptr;
-      const auto ld_sfa = static_cast<uint32_t>(p.ld_sfa);
-      deep_jit::launch(*e.kernel, lc, m, n, k, sfb, sfa_k, ld_sfa, maps[0], maps[1], maps[2], maps[3]);
+      deep_jit::launch(*e.kernel, lc, m, n, k, sfb, maps[0], maps[1], maps[2], maps[3]);
     }
   }
 

@@ -20,9 +20,7 @@ struct Sm90Fp8GroupedProblem {
   int device = 0;
   const void* a = nullptr;
   const void* b = nullptr;
-  const void* sfa = nullptr;  // MN-major, TMA-aligned ([kb, pad] or [G, kb, pad]), or K-major:
-  bool sfa_k_major = false;   // [rows of A, kb] with row pitch ld_sfa (elements)
-  uint64_t ld_sfa = 0;
+  const void* sfa = nullptr;  // MN-major, TMA-aligned ([kb, pad] or [G, kb, pad])
   const void* sfb = nullptr;  // contiguous [G, ceil(N/128), K/128]
   const void* layout = nullptr;
   void* d = nullptr;
@@ -33,14 +31,13 @@ namespace detail {
 
 struct GroupedKey {
   int gemm_type, m, groups, n, k, compiled_m, compiled_n, compiled_k, num_sms, mult_m, mult_n, align_m, device;
-  bool sfa_k_major = false;
   bool operator==(const GroupedKey&) const = default;
 };
 struct GroupedKeyHash {
   size_t operator()(const GroupedKey& k) const {
     size_t h = std::hash<int>()(k.gemm_type);
     for (int v : {k.m, k.groups, k.n, k.k, k.compiled_m, k.compiled_n, k.compiled_k, k.num_sms, k.mult_m, k.mult_n,
-                  k.align_m, k.device, int(k.sfa_k_major)})
+                  k.align_m, k.device})
       h = h * 1000003u ^ std::hash<int>()(v);
     return h;
   }
@@ -48,7 +45,7 @@ struct GroupedKeyHash {
 
 inline h::Sm90Fp8GemmConfig choose_grouped_config(const GroupedKey& key, int max_smem) {
   for (const auto& c : h::rank_sm90_fp8_grouped_configs(key.gemm_type, key.m, key.groups, key.n, key.k, key.num_sms,
-                                                        key.align_m, max_smem, key.sfa_k_major)) {
+                                                        key.align_m, max_smem)) {
     if (c.block_m % key.mult_m == 0 && c.block_n % key.mult_n == 0) return c;
   }
   throw std::runtime_error(deep_jit::detail::cat(
@@ -80,7 +77,7 @@ class Sm90Fp8GroupedLauncher {
     const auto [mult_m, mult_n] = rt.block_size_multiple_of();
     const detail::GroupedKey key{p.gemm_type,  p.m_for_config, p.groups_for_config, p.n,
                                  p.k,          p.compiled_m,   p.compiled_n,        p.compiled_k,
-                                 rt.num_sms(p.device), mult_m, mult_n, p.align_m, p.device, p.sfa_k_major};
+                                 rt.num_sms(p.device), mult_m, mult_n, p.align_m, p.device};
     const Entry& e = entry(key, p, op);
     launch(e, p);
   }
@@ -103,10 +100,10 @@ class Sm90Fp8GroupedLauncher {
     Entry e{cfg, &deep_jit::Runtime::get().load(src, p.device)};
     if (detail::print_configs())
       std::fprintf(stderr,
-                   "deep_gemm: %s (%s) m=%d n=%d k=%d groups=%d -> block %dx%d, %d stages, grid %d, smem %d B%s%s\n",
+                   "deep_gemm: %s (%s) m=%d n=%d k=%d groups=%d -> block %dx%d, %d stages, grid %d, smem %d B%s\n",
                    op, h::sm90_grouped_type_name(cfg.gemm_type), p.m_for_config, p.n, p.k, p.groups_for_config,
                    cfg.block_m, cfg.block_n, cfg.stages, cfg.grid_x, cfg.smem_bytes,
-                   cfg.mma_overlap ? ", overlapped promotion" : "", cfg.sfa_k_major ? ", K-major SFA" : "");
+                   cfg.mma_overlap ? ", overlapped promotion" : "");
     std::lock_guard<std::mutex> lock(mu_);
     return entries_.try_emplace(key, e).first->second;
   }
@@ -139,9 +136,7 @@ class Sm90Fp8GroupedLauncher {
     const auto groups = static_cast<uint32_t>(p.num_groups), align_m = static_cast<uint32_t>(p.align_m);
     void* d = p.d;
     const auto ld_d = static_cast<uint32_t>(p.ld_d);
-    const auto* sfa_k = p.sfa_k_major ? static_cast<const float*>(p.sfa) : nullptr;
-    const auto ld_sfa = static_cast<uint32_t>(p.ld_sfa);
-    deep_jit::launch(*e.kernel, lc, m, n, k, sfb, sfa_k, ld_sfa, layout, groups, align_m, d, ld_d, maps[0], maps[1], maps[2],
+    deep_jit::launch(*e.kernel, lc, m, n, k, sfb, layout, groups, align_m, d, ld_d, maps[0], maps[1], maps[2],
                      maps[3]);
   }
 

@@ -5,7 +5,6 @@
 //   d fp32  -> 1D1D: SFA and SFB 1x128, d = c + A @ B^T (c may be d itself)
 #include <torch/csrc/stable/library.h>
 
-#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -81,37 +80,28 @@ void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::opti
 
   if (is_meta(d) || m == 0 || n == 0) return;  // shape-only run, or nothing to compute
 
-  // Scale layouts as the kernels load them (a no-op when the caller prepared them, or
-  // when the 1D2D kernel reads a per-token SFA as it is: torch/sf_layout.hpp).
-  const bool sfa_k_major = !fp32_out && is_k_major_readable(sfa);
-  const Tensor sfa_k = sfa_k_major ? sfa : mn_major_tma_aligned(sfa, kOp);
+  // Scale layouts as the kernels load them (a no-op when the caller prepared them).
+  const Tensor sfa_k = mn_major_tma_aligned(sfa, kOp);
   const Tensor sfb_k = fp32_out ? mn_major_tma_aligned(sfb, kOp) : (sfb.is_contiguous() ? sfb : torch::stable::contiguous(sfb));
 
   launch::Sm90Fp8Problem p;
   p.fp32_out = fp32_out;
   set_gemm_operands(p, m, n, k, cd, a, b, sfa_k, sfb_k, d);
-  p.sfa_k_major = sfa_k_major;
-  p.ld_sfa = sfa_k_major ? static_cast<uint64_t>(sfa.stride(0)) : 0;
   p.c = c.has_value() ? c->data_ptr() : nullptr;
   launch::Sm90Fp8GemmLauncher::get().run(p);
 }
 
 // Compiles (no GPU needed) the kernel fp8_gemm_nt would use for this shape on a
 // GPU with `num_sms` SMs; returns "<kernel name>\t<cubin path>". For warmup.
-// sfa_k_major: the 1D2D kernel for per-token ([M, K/128]) SFA as quantisation leaves it;
-// false: the one for MN-major, TMA-aligned (prepared) SFA.
-std::string fp8_gemm_build(int64_t m, int64_t n, int64_t k, bool fp32_out, int64_t num_sms, std::string compiled_dims,
-                           bool sfa_k_major) {
+std::string fp8_gemm_build(int64_t m, int64_t n, int64_t k, bool fp32_out, int64_t num_sms, std::string compiled_dims) {
   constexpr const char* op = "fp8_gemm_build";
   check_arg(m > 0 && n > 0 && k > 0 && k % 128 == 0, op, "need M, N > 0 and K a positive multiple of 128, got ", m,
             " x ", n, " x ", k);
   check_arg(num_sms > 0 && num_sms <= 1024, op, "num_sms must be in [1, 1024], got ", num_sms);
   const CompiledDims cd = parse_compiled_dims(compiled_dims, op);
   const auto [mult_m, mult_n] = DeviceRuntime::get().block_size_multiple_of();
-  check_arg(!sfa_k_major || !fp32_out, op, "sfa_k_major is a 1D2D (bf16 output) kernel variant; fp32 output "
-            "(1D1D) reads MN-major scales only");
   const launch::detail::ConfigKey key{fp32_out, int(m), int(n), int(k), cd.m ? int(m) : 0, cd.n ? int(n) : 0,
-                                      cd.k ? int(k) : 0, int(num_sms), mult_m, mult_n, 0, sfa_k_major};
+                                      cd.k ? int(k) : 0, int(num_sms), mult_m, mult_n, 0};
   auto [cfg, src] = launch::sm90_fp8_kernel_source(key, heuristics::kSm90MaxSmemBytes);
   return src.name + "\t" + deep_jit::Runtime::get().build(src);
 }
@@ -122,8 +112,7 @@ std::string fp8_gemm_build(int64_t m, int64_t n, int64_t k, bool fp32_out, int64
 STABLE_TORCH_LIBRARY_FRAGMENT(deep_gemm, m) {
   m.def("fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor? c=None, "
         "str compiled_dims=\"nk\") -> ()");
-  m.def("fp8_gemm_build(int m, int n, int k, bool fp32_out, int num_sms, str compiled_dims, "
-        "bool sfa_k_major=False) -> str");
+  m.def("fp8_gemm_build(int m, int n, int k, bool fp32_out, int num_sms, str compiled_dims) -> str");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(deep_gemm, CompositeExplicitAutograd, m) {

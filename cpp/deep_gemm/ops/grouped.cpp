@@ -101,15 +101,11 @@ void m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb
 
   if (is_meta(d) || m == 0 || n == 0) return;
 
-  // Per-token SFA is read as it is when the kernel can (torch/sf_layout.hpp), else converted.
-  const bool sfa_k_major = is_k_major_readable(sfa);
-  const Tensor sfa_k = sfa_k_major ? sfa : mn_major_tma_aligned(sfa, op);
+  const Tensor sfa_k = mn_major_tma_aligned(sfa, op);
   const Tensor sfb_k = contiguous_sfb(sfb);
   launch::Sm90Fp8GroupedProblem p;
   p.gemm_type = static_cast<int>(use_psum_layout ? h::Sm90GroupedType::kContiguousPsum : h::Sm90GroupedType::kContiguous);
   set_gemm_operands(p, m, n, k, cd, a, b, sfa_k, sfb_k, d);
-  p.sfa_k_major = sfa_k_major;
-  p.ld_sfa = sfa_k_major ? static_cast<uint64_t>(sfa.stride(0)) : 0;
   p.layout = grouped_layout.data_ptr();
   p.num_groups = static_cast<int>(g);
   // As upstream: with an expected per-group M the psum layout is costed as G groups of it,
@@ -163,16 +159,11 @@ void m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Te
 
   if (is_meta(d) || max_m == 0 || n == 0) return;
 
-  // [G, max_m, K/128] read as [G * max_m, K/128] when it can be, else converted to
-  // [G][K/128][align(max_m, 4)].
-  const bool sfa_k_major = is_k_major_readable(sfa);
-  const Tensor sfa_k = sfa_k_major ? sfa : mn_major_tma_aligned(sfa, op);
+  const Tensor sfa_k = mn_major_tma_aligned(sfa, op);  // [G][K/128][align(max_m, 4)]
   const Tensor sfb_k = contiguous_sfb(sfb);
   launch::Sm90Fp8GroupedProblem p;
   p.gemm_type = static_cast<int>(h::Sm90GroupedType::kMasked);
   set_gemm_operands(p, max_m, n, k, cd, a, b, sfa_k, sfb_k, d);
-  p.sfa_k_major = sfa_k_major;
-  p.ld_sfa = sfa_k_major ? static_cast<uint64_t>(sfa.stride(1)) : 0;
   p.layout = masked_m.data_ptr();
   p.num_groups = static_cast<int>(g);
   p.m_for_config = static_cast<int>(std::min(expected_m, max_m));
@@ -185,11 +176,8 @@ void m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Te
 // returns "<kernel name>\t<cubin path>". layout: "contiguous" (m = M_sum), "psum"
 // (m = M_sum; expected_m > 0 costs it as num_groups groups of expected_m rows) or "masked"
 // (m = max_m, expected_m > 0). For warmup.
-// sfa_k_major: the kernel for per-token SFA read as it is, else the one for MN-major,
-// TMA-aligned SFA.
 std::string m_grouped_fp8_gemm_build(std::string layout, int64_t m, int64_t n, int64_t k, int64_t num_groups,
-                                     int64_t expected_m, int64_t num_sms, std::string compiled_dims,
-                                     bool sfa_k_major) {
+                                     int64_t expected_m, int64_t num_sms, std::string compiled_dims) {
   constexpr const char* op = "m_grouped_fp8_gemm_build";
   check_arg(layout == "contiguous" || layout == "psum" || layout == "masked", op,
             "layout must be 'contiguous', 'psum' or 'masked', got '", layout, "'");
@@ -218,8 +206,7 @@ std::string m_grouped_fp8_gemm_build(std::string layout, int64_t m, int64_t n, i
                                        mult_m,
                                        mult_n,
                                        align,
-                                       0,
-                                       sfa_k_major};
+                                       0};
   auto [cfg, src] = launch::sm90_fp8_grouped_kernel_source(key, h::kSm90MaxSmemBytes);
   return src.name + "\t" + deep_jit::Runtime::get().build(src);
 }
@@ -234,7 +221,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(deep_gemm, m) {
   m.def("m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor masked_m, "
         "int expected_m, str compiled_dims=\"nk\") -> ()");
   m.def("m_grouped_fp8_gemm_build(str layout, int m, int n, int k, int num_groups, int expected_m, int num_sms, "
-        "str compiled_dims, bool sfa_k_major=False) -> str");
+        "str compiled_dims) -> str");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(deep_gemm, CompositeExplicitAutograd, m) {

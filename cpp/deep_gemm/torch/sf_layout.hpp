@@ -5,8 +5,6 @@
 
 #include <torch/csrc/stable/ops.h>
 
-#include <cstdint>
-
 #include "../launch/sf_layout.hpp"
 #include "tensor_checks.hpp"
 
@@ -20,20 +18,6 @@ inline bool is_mn_major_tma_aligned(const Tensor& sf) {
   const int64_t mn = sf.size(r - 2), kb = sf.size(r - 1), pad = tma_align4(mn);
   const bool inner = (sf.stride(r - 2) == 1 || mn <= 1) && (sf.stride(r - 1) == pad || kb <= 1);
   return inner && (r == 2 || sf.size(0) <= 1 || sf.stride(0) == pad * kb);
-}
-
-// True when the 1D2D kernels' math threads can read per-row scales sf ([mn, kb], or
-// [g, mn, kb] seen as [g * mn, kb]) as they are: K-major (unit K stride), one row pitch
-// (3-D: uniform across groups), element offsets below 2^32. That is what per-token
-// quantisation produces, so no layout kernel runs before the GEMM. Scales already MN-major
-// and TMA-aligned keep that path (TMA into shared memory).
-inline bool is_k_major_readable(const Tensor& sf) {
-  const int64_t r = sf.dim();
-  const int64_t mn = sf.size(r - 2), kb = sf.size(r - 1), pitch = sf.stride(r - 2);
-  const int64_t rows = r == 3 ? sf.size(0) * mn : mn;
-  if ((sf.stride(r - 1) != 1 && kb > 1) || pitch < kb || rows * pitch >= (int64_t(1) << 32)) return false;
-  if (r == 3 && sf.size(0) > 1 && sf.stride(0) != mn * pitch) return false;
-  return !is_mn_major_tma_aligned(sf);
 }
 
 inline void check_sf(const Tensor& sf, const char* op) {

@@ -39,16 +39,13 @@ constexpr uint32_t kMathRegs = 232;         // setmaxnreg for the math warpgroup
 // Dynamic shared memory, from a 1024-byte aligned base (the 128B swizzle repeats every
 // 1024 bytes, and TMA and wgmma both apply it on absolute addresses):
 //   [D staging tile] [A x STAGES] [B x STAGES] [SFA x STAGES] [SFB x STAGES] [barriers]
-// kSfaKBlocks: K blocks of SFA per stage: 1 (MN-major SFA, [BLOCK_M] floats), or 0 when
-// the math threads read SFA from global memory themselves (K-major SFA).
 // The host mirrors this in cpp/deep_gemm/heuristics/sm90_fp8_gemm.hpp (smem_bytes).
-template <uint32_t kBlockM, uint32_t kBlockN, uint32_t kStages, bool kSfbInSmem, uint32_t kDStageBytes,
-          uint32_t kSfaKBlocks = 1>
+template <uint32_t kBlockM, uint32_t kBlockN, uint32_t kStages, bool kSfbInSmem, uint32_t kDStageBytes>
 struct Fp8SmemLayout {
     static constexpr uint32_t kDBytes = align_up(kDStageBytes, 1024u);
     static constexpr uint32_t kABytes = kBlockM * kBlockK;          // fp8: 1 byte per element
     static constexpr uint32_t kBBytes = kBlockN * kBlockK;
-    static constexpr uint32_t kSfaBytes = align_up(kBlockM * 4u * kSfaKBlocks, 128u);
+    static constexpr uint32_t kSfaBytes = align_up(kBlockM * 4u, 128u);
     static constexpr uint32_t kSfbBytes = kSfbInSmem ? align_up(kBlockN * 4u, 128u) : 0u;
     static constexpr uint32_t kAOff = kDBytes;
     static constexpr uint32_t kBOff = kAOff + kStages * kABytes;
@@ -59,7 +56,7 @@ struct Fp8SmemLayout {
     static constexpr uint32_t kDynamicBytes = kTotalBytes + 1024;   // room to align the base
     // Bytes the TMA delivers per stage (out-of-bounds fill counts as delivered).
     static constexpr uint32_t kStageTxBytes =
-        kABytes + kBBytes + kBlockM * 4u * kSfaKBlocks + (kSfbInSmem ? kBlockN * 4u : 0u);
+        kABytes + kBBytes + kBlockM * 4u + (kSfbInSmem ? kBlockN * 4u : 0u);
 
     static_assert(kABytes % 1024 == 0 && kBBytes % 1024 == 0, "tiles must keep 1024-byte alignment");
     static_assert(kTotalBytes + 1024 <= 232448, "shared memory over the 227 KB per-block limit");
@@ -110,10 +107,9 @@ __device__ __forceinline__ void init_barriers(const Layout& smem) {
 
 // The producer: one thread walks the same tile sequence as the math warpgroups and keeps
 // the ring full. A is loaded in kCluster row slices so that a multicast tile and a local
-// tile use the same tensor map (box = kBlockM / kCluster rows). kSfaKMajor: the math
-// threads read SFA themselves (K-major global tensor): no SFA load here.
+// tile use the same tensor map (box = kBlockM / kCluster rows).
 template <typename Layout, typename Scheduler, uint32_t kBlockM, uint32_t kBlockN,
-          uint32_t kStages, uint32_t kCluster, bool kLoadSfb, bool kSfaKMajor = false>
+          uint32_t kStages, uint32_t kCluster, bool kLoadSfb>
 __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sched, uint32_t num_k_blocks,
                                               const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
                                               const CUtensorMap* tmap_sfa, const CUtensorMap* tmap_sfb) {
@@ -145,9 +141,8 @@ __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sche
                                      m0 + static_cast<int32_t>(r * kSliceM));
             }
             ptx::tma_load_2d(smem.b(s), tmap_b, full, k0, b0);
-            if constexpr (!kSfaKMajor)
-                ptx::tma_load_2d(smem.sfa(s), tmap_sfa, full, sfa_x,
-                                 static_cast<int32_t>(sched.sfa_y(tile, kb, num_k_blocks)));
+            ptx::tma_load_2d(smem.sfa(s), tmap_sfa, full, sfa_x,
+                             static_cast<int32_t>(sched.sfa_y(tile, kb, num_k_blocks)));
             if constexpr (kLoadSfb)
                 ptx::tma_load_2d(smem.sfb(s), tmap_sfb, full, n0, static_cast<int32_t>(kb));
         }

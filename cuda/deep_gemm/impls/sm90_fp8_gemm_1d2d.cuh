@@ -1,7 +1,6 @@
 // SM90 FP8 GEMM, "1D2D" scaling: D[M,N] (bf16) = (A * SFA) @ (B * SFB)^T
 //   A   [M, K] e4m3, K-major            (TMA, 128B swizzle)
-//   SFA fp32 [ceil(K/128), align(M,4)]  MN-major, one scale per row per 128 K (TMA),
-//       or (kSfaKMajor) fp32 [rows of A, K/128] K-major with row pitch ld_sfa (plain loads)
+//   SFA fp32 [ceil(K/128), align(M,4)]  MN-major, one scale per row per 128 K (TMA)
 //   B   [N, K] e4m3, K-major            (TMA, 128B swizzle)
 //   SFB fp32 [ceil(N/128), ceil(K/128)] row-major, one scale per 128x128 block (plain loads)
 //   D   [M, N] bf16, row-major          (TMA store, swizzled staging tile)
@@ -169,19 +168,12 @@ __device__ __forceinline__ void store_tile_bf16_rows(const float (&result)[kBloc
 //                 or rows per group (masked: A/D [G * shape_m, .], SFA [G][K/128][align4]);
 //                 grouped_layout / num_groups / align_m feed the scheduler; d / ld_d are the
 //                 output for tiles with rows that must not be written. Unused for kNormal.
-//   kSfaKMajor    SFA read straight from a K-major [rows of A, K/128] tensor `sfa_k` (row
-//                 pitch ld_sfa; masked: [G, max_m, K/128] seen as [G * max_m, K/128]), what
-//                 per-token quantisation produces, so no layout kernel runs before the GEMM.
-//                 Each math thread loads its own rows' scales (L2/L1 hits after the first
-//                 touch of a row's 32-byte sector) one K block ahead; a TMA box of such a
-//                 tensor would be 16-byte row pieces, which measured slower (run 7).
 // Block: 128 * (min(kBlockM / 64, 2) + 1) threads; dynamic smem: Fp8SmemLayout<...>::kDynamicBytes.
 template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
           uint32_t kStages, uint32_t kCluster, uint32_t kGroupN, bool kOverlapMma = false,
-          GemmType kGemmType = GemmType::kNormal, bool kSfaKMajor = false>
+          GemmType kGemmType = GemmType::kNormal>
 __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32_t shape_n, uint32_t shape_k,
                                                         const float* __restrict__ sfb,
-                                                        const float* __restrict__ sfa_k, uint32_t ld_sfa,
                                                         const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
                                                         const CUtensorMap* tmap_sfa, const CUtensorMap* tmap_d,
                                                         const int* grouped_layout = nullptr,
@@ -197,7 +189,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "BLOCK_N: multiple of 16 in [16, 256]");
     static_assert(sm90_1d2d::kAtMostTwoSfbBlocks<kBlockN>, "a tile may span three SFB blocks");
     static_assert(!kOverlapMma || kBlockN <= 128, "two accumulators need BLOCK_N <= 128");
-    using Layout = Fp8SmemLayout<kBlockM, kBlockN, kStages, false, kBlockM * kBlockN * 2, kSfaKMajor ? 0 : 1>;
+    using Layout = Fp8SmemLayout<kBlockM, kBlockN, kStages, false, kBlockM * kBlockN * 2>;
     using Scheduler = TileScheduler<kGemmType, kBlockM, kBlockN, kGroupN, kCluster>;
     // The group-walking schedulers (masked, psum) keep a cursor in the producer thread,
     // which spilled at 40 registers: give it 56 and the math warpgroups 224 (the same 64K
@@ -229,7 +221,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
         // ---- TMA producer warpgroup ----
         ptx::setmaxnreg_dec<kProdRegs>();
         if (threadIdx.x == kNumMathThreads)
-            producer_loop<Layout, Scheduler, kBlockM, kBlockN, kStages, kCluster, false, kSfaKMajor>(
+            producer_loop<Layout, Scheduler, kBlockM, kBlockN, kStages, kCluster, false>(
                 smem, Scheduler(m, n, grouped_layout, num_groups, align_m), num_k_blocks, tmap_a, tmap_b,
                 tmap_sfa, nullptr);
         __syncwarp();
@@ -243,21 +235,6 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
         const StageDescs<Layout> descs(smem, wg * kSlabs);
         // Row of this thread in its warpgroup's first slab (row_hi = row_lo + 8; slab i: + 64 i).
         const uint32_t row_lo = wg * kSlabs * 64 + warp * 16 + lane / 4;
-        // SFA of `row` for K block kb in stage s (see Fp8SmemLayout for the K-major form).
-        // K-major SFA: rows past the end of the [rows, K/128] view (their outputs are clipped)
-        // read the last row instead.
-        const uint32_t sfa_rows = kGemmType == GemmType::kMGroupedMasked ? num_groups * m : m;
-        uint32_t sfa_off[kSlabs][2];
-        // This thread's two scales of slab `sl` for K block kb.
-        auto load_sfa = [&](uint32_t s, uint32_t sl, uint32_t kb, float& lo, float& hi) {
-            if constexpr (kSfaKMajor) {
-                lo = __ldg(sfa_k + sfa_off[sl][0] + kb);
-                hi = __ldg(sfa_k + sfa_off[sl][1] + kb);
-            } else {
-                lo = smem.sfa(s)[row_lo + sl * 64];
-                hi = smem.sfa(s)[row_lo + sl * 64 + 8];
-            }
-        };
         Scheduler sched(m, n, grouped_layout, num_groups, align_m);
         PipeState<kStages> pipe;
         TileInfo tile;
@@ -276,13 +253,6 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
             // Grouped: which of this thread's two rows are stored (read before the K loop so
             // the layout loads are off the epilogue's path). Constant true for kNormal.
             const bool lo_ok = sched.row_valid(tile, m0 + row_lo), hi_ok = sched.row_valid(tile, m0 + row_lo + 8);
-            if constexpr (kSfaKMajor) {
-#pragma unroll
-                for (uint32_t sl = 0; sl < kSlabs; ++sl)
-#pragma unroll
-                    for (uint32_t h = 0; h < 2; ++h)
-                        sfa_off[sl][h] = min(m0 + row_lo + sl * 64 + h * 8, sfa_rows - 1) * ld_sfa;
-            }
 #pragma unroll
             for (uint32_t sl = 0; sl < kSlabs; ++sl)
 #pragma unroll
@@ -299,9 +269,8 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                     sc.sfb_0 = __ldg(sfb_row0 + kb);
                     sc.sfb_1 = __ldg(sfb_row1 + kb);
                     ptx::mbar_wait(smem.full(s), pipe.phase);
-                    // K-major: a global load, consumed only at the promotion after the
-                    // next issue, so its latency hides under the wgmmas.
-                    load_sfa(s, 0, kb, sc.sfa_lo, sc.sfa_hi);
+                    sc.sfa_lo = smem.sfa(s)[row_lo];
+                    sc.sfa_hi = smem.sfa(s)[row_lo + 8];
                     mma_k_block_issue<kBlockN>(descs.a(s), descs.b(s), a);
                     pipe.advance();
                 };
@@ -351,47 +320,22 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                 }
             } else {
                 float sfb_0 = __ldg(sfb_row0), sfb_1 = __ldg(sfb_row1);
-                // K-major SFA: this K block's scales, loaded one block ahead like SFB.
-                float sfa_cur[kSlabs][2];
-                if constexpr (kSfaKMajor) {
-#pragma unroll
-                    for (uint32_t sl = 0; sl < kSlabs; ++sl) load_sfa(0, sl, 0, sfa_cur[sl][0], sfa_cur[sl][1]);
-                }
                 for (uint32_t kb = 0; kb < num_k_blocks; ++kb, pipe.advance()) {
                     const uint32_t s = pipe.stage;
                     // Prefetch the next block's SFB while this one computes (L1-resident rows).
                     const uint32_t kb_next = min(kb + 1, num_k_blocks - 1);
                     const float next_0 = __ldg(sfb_row0 + kb_next), next_1 = __ldg(sfb_row1 + kb_next);
-                    float sfa_next[kSlabs][2];
-                    if constexpr (kSfaKMajor) {
-#pragma unroll
-                        for (uint32_t sl = 0; sl < kSlabs; ++sl)
-                            load_sfa(0, sl, kb_next, sfa_next[sl][0], sfa_next[sl][1]);
-                    }
 
                     ptx::mbar_wait(smem.full(s), pipe.phase);
 #pragma unroll
                     for (uint32_t sl = 0; sl < kSlabs; ++sl) {
-                        float sfa_lo, sfa_hi;
-                        if constexpr (kSfaKMajor) {
-                            sfa_lo = sfa_cur[sl][0];
-                            sfa_hi = sfa_cur[sl][1];
-                        } else {
-                            load_sfa(s, sl, kb, sfa_lo, sfa_hi);
-                        }
+                        const float sfa_lo = smem.sfa(s)[row_lo + sl * 64], sfa_hi = smem.sfa(s)[row_lo + sl * 64 + 8];
                         mma_k_block<kBlockN>(ptx::desc_advance(descs.a(s), sl * 64 * kBlockK), descs.b(s), acc);
                         if (sl == kSlabs - 1) release_stage<kCluster>(smem.empty(s), lane, tile.peer_alive);
                         sm90_1d2d::promote<kBlockN>(result[sl], acc, sfa_lo, sfa_hi, sfb_0, sfb_1, first_cols);
                     }
                     sfb_0 = next_0;
                     sfb_1 = next_1;
-                    if constexpr (kSfaKMajor) {
-#pragma unroll
-                        for (uint32_t sl = 0; sl < kSlabs; ++sl) {
-                            sfa_cur[sl][0] = sfa_next[sl][0];
-                            sfa_cur[sl][1] = sfa_next[sl][1];
-                        }
-                    }
                 }
             }
             uint8_t* stage_wg = smem.d() + wg * kSlabs * 64 * kBlockN * 2;
