@@ -317,3 +317,25 @@ def test_fp4_operands_need_sm100():
     packed = torch.empty(128, 128, dtype=torch.uint8, device="meta")
     with pytest.raises(RuntimeError, match="FP4 operands .* require an SM100"):
         deep_gemm.fp8_fp4_gemm_nt((a, sfa), (packed, sfb), d)
+
+
+@pytest.mark.gpu
+def test_fp8_gemm_with_pdl_reads_fresh_inputs():
+    """With set_pdl(True) the GEMM may start while the kernels before it (here the copy that
+    writes A and its scales, then the scale conversion) still run: it must wait for their
+    writes before reading. Repeated with new data each time, against the reference."""
+    m, n, k = 4097, 2112, 7168
+    a, b = _quantized(m, n, k)
+    src = [_quantized(m, n, k)[0] for _ in range(3)]
+    d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    deep_gemm.set_pdl(True)
+    try:
+        for new_a, new_sfa in src:
+            a[0].copy_(new_a)
+            a[1].copy_(new_sfa)
+            d.fill_(float("nan"))
+            deep_gemm.fp8_gemm_nt(a, b, d)
+            torch.cuda.synchronize()
+            assert calc_diff(d, _reference(a, b, fp32_out=False)) < 1e-3
+    finally:
+        deep_gemm.set_pdl(False)

@@ -78,6 +78,10 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d1d_impl(uint32_t shape_m, uint32
         init_barriers<Layout, kStages, kNumMathWG * 4, kCluster>(smem);
     }
     if constexpr (kCluster > 1) ptx::cluster_sync(); else __syncthreads();
+    // With set_pdl(True) this grid may start while the previous kernel of the stream (say
+    // the scale conversion, or the caller's quantisation) still runs: the setup above
+    // overlaps it, and nothing global is read before its writes are visible.
+    ptx::wait_prior_grids();
 
     if (threadIdx.x >= kNumMathThreads) {
         ptx::setmaxnreg_dec<kProducerRegs>();

@@ -96,7 +96,7 @@ __device__ __forceinline__ void sm90_fp8_k_grouped_impl(uint32_t shape_m, uint32
     // Launched with programmatic dependent launch (set_pdl(True)), the setup above overlaps
     // the previous kernel's tail (a scale conversion or the tn layout kernel, say); nothing
     // global is read before its writes are visible. A no-op in an ordinary launch.
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+    ptx::wait_prior_grids();
 
     if (threadIdx.x >= kNumMathThreads) {
         ptx::setmaxnreg_dec<kProducerRegs>();

@@ -26,6 +26,13 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t count) 
     asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(count) : "memory");
 }
 
+// Programmatic dependent launch: wait until the grids this one depends on have completed
+// and their memory writes are visible. Must precede every global read of their outputs; a
+// no-op in an ordinary launch.
+__device__ __forceinline__ void wait_prior_grids() {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+
 __device__ __forceinline__ uint32_t cluster_cta_rank() {
     uint32_t r;
     asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
