@@ -34,6 +34,10 @@ struct Sm90Fp8Problem {
   const void* c = nullptr;  // 1D1D accumulation source (may equal d) or null
   void* d = nullptr;
   uint64_t lda_bytes = 0, ldb_bytes = 0, ld_d = 0;  // ld_d in elements
+  // The op just launched its own scale conversion on this stream: launch with programmatic
+  // dependent launch even when set_pdl is off, so this kernel's setup overlaps that small
+  // kernel (it waits for the previous grid's writes before any global read, see the impls).
+  bool after_own_kernel = false;
 };
 
 namespace detail {
@@ -187,7 +191,7 @@ class Sm90Fp8GemmLauncher {
     lc.block[0] = static_cast<unsigned>(e.cfg.num_threads);
     lc.shared_bytes = static_cast<unsigned>(e.cfg.smem_bytes);
     lc.cluster_dim = static_cast<unsigned>(e.cfg.cluster);
-    lc.pdl = DeviceRuntime::get().pdl();
+    lc.pdl = DeviceRuntime::get().pdl() || p.after_own_kernel;
     const auto m = static_cast<uint32_t>(p.m), n = static_cast<uint32_t>(p.n), k = static_cast<uint32_t>(p.k);
     if (p.fp32_out) {
       const auto* c = static_cast<const float*>(p.c);

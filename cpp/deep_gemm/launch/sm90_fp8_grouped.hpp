@@ -25,6 +25,7 @@ struct Sm90Fp8GroupedProblem {
   const void* layout = nullptr;
   void* d = nullptr;
   uint64_t lda_bytes = 0, ldb_bytes = 0, ld_d = 0;
+  bool after_own_kernel = false;  // as Sm90Fp8Problem::after_own_kernel
 };
 
 namespace detail {
@@ -129,7 +130,7 @@ class Sm90Fp8GroupedLauncher {
     lc.block[0] = static_cast<unsigned>(e.cfg.num_threads);
     lc.shared_bytes = static_cast<unsigned>(e.cfg.smem_bytes);
     lc.cluster_dim = 1;
-    lc.pdl = DeviceRuntime::get().pdl();
+    lc.pdl = DeviceRuntime::get().pdl() || p.after_own_kernel;
     const auto m = static_cast<uint32_t>(p.m), n = static_cast<uint32_t>(p.n), k = static_cast<uint32_t>(p.k);
     const auto* sfb = static_cast<const float*>(p.sfb);
     const auto* layout = static_cast<const int*>(p.layout);

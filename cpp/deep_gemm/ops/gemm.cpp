@@ -88,6 +88,8 @@ void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::opti
   p.fp32_out = fp32_out;
   set_gemm_operands(p, m, n, k, cd, a, b, sfa_k, sfb_k, d);
   p.c = c.has_value() ? c->data_ptr() : nullptr;
+  // A converted scale tensor is new storage, written by our layout kernel just before.
+  p.after_own_kernel = sfa_k.data_ptr() != sfa.data_ptr() || (fp32_out && sfb_k.data_ptr() != sfb.data_ptr());
   launch::Sm90Fp8GemmLauncher::get().run(p);
 }
 

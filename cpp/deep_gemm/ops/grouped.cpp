@@ -114,6 +114,7 @@ void m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb
   p.m_for_config = per_group ? static_cast<int>(*expected_m_for_psum_layout) : p.m;
   p.groups_for_config = per_group ? p.num_groups : 1;
   p.align_m = static_cast<int>(align);
+  p.after_own_kernel = sfa_k.data_ptr() != sfa.data_ptr();  // our layout kernel ran just before
   launch::Sm90Fp8GroupedLauncher::get().run(p, op);
 }
 
@@ -169,6 +170,7 @@ void m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Te
   p.m_for_config = static_cast<int>(std::min(expected_m, max_m));
   p.groups_for_config = p.num_groups;
   p.align_m = 1;
+  p.after_own_kernel = sfa_k.data_ptr() != sfa.data_ptr();  // our layout kernel ran just before
   launch::Sm90Fp8GroupedLauncher::get().run(p, op);
 }
 

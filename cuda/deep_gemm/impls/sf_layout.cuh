@@ -11,6 +11,9 @@ namespace deep_gemm {
 __device__ __forceinline__ void mn_major_sf_impl(const float* in, float* out, uint32_t mn, uint32_t kb,
                                                  int64_t stride_g, int64_t stride_mn, int64_t stride_k,
                                                  uint32_t out_ld) {
+    // The GEMM launched right after this kernel (with programmatic dependent launch) may
+    // start its setup now; it waits for this grid's writes before reading them.
+    asm volatile("griddepcontrol.launch_dependents;");
     const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     const uint32_t j = blockIdx.y;
     const uint32_t g = blockIdx.z;
