@@ -1,5 +1,7 @@
-# Device check used during the 2026-11-30 session: GPU tests of the dense and grouped
-# families, then the fp8 and grouped benches (carry dist and .whl).
+# Device check used during the 2026-11-30 session (carry dist and .whl): GPU tests, SASS of
+# every cached kernel, then the benches.
+#   DG_TESTS="test_fp8_gemm.py test_grouped.py"  test files (default: all of tests/)
+#   DG_BENCH_SUITES="fp8 grouped"                 bench suites ("none" to skip)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 DG_JIT_CACHE_DIR=/tmp/dgcache
@@ -7,7 +9,7 @@ python3 -m pip install -q --no-deps --no-index --target /tmp/site dist/*.whl .wh
 export PYTHONPATH=/tmp/site
 cd tests
 echo "== GPU tests (nvcc)"
-timeout 240 python3 -m pytest -q -p no:cacheprovider -m gpu ${DG_TESTS:-test_fp8_gemm.py test_grouped.py} 2>&1 | tee "$OUT/pytest_nvcc.txt" | grep -E "passed|failed|FAILED|Error" | head -30
+timeout 240 python3 -m pytest -q -p no:cacheprovider -m gpu ${DG_TESTS:-} 2>&1 | tee "$OUT/pytest_nvcc.txt" | grep -E "passed|failed|FAILED|Error" | head -30
 cd ..
 echo "== SASS"
 for f in /tmp/dgcache/cache/*/kernel.cubin; do
@@ -15,6 +17,7 @@ for f in /tmp/dgcache/cache/*/kernel.cubin; do
   echo "$n QGMMA=$(grep -c QGMMA <<<"$s") LDL=$(grep -c 'LDL' <<<"$s") STL=$(grep -c 'STL' <<<"$s")"
 done > "$OUT/sass.txt"; grep -E "LDL=[1-9]|STL=[1-9]" "$OUT/sass.txt"; echo "$(wc -l < "$OUT/sass.txt") kernels checked"
 for suite in ${DG_BENCH_SUITES:-fp8 grouped}; do
+  [ "$suite" = none ] && continue
   echo "== bench $suite"
   timeout 200 python3 -m deep_gemm.bench --suite "$suite" --json "$OUT/bench_$suite.json" 2>&1 | grep -v "^\[deep_gemm.bench\]" | tail -16
 done
