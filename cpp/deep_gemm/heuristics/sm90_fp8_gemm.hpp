@@ -142,21 +142,21 @@ inline double sm90_fp8_estimate_cycles(const Sm90Fp8GemmConfig& c, int m, int n,
     const double a_rows = c.block_m * (1.0 - 0.5 * mc);
     const double load = (a_rows + c.block_n) * 128.0 / 64.0;
     // Measured, which the terms above do not capture: with block_m 128, block_n 112 to 192
-    // ran 10-25% slower per FLOP than 128 on 4096x7168x16384 (runs 2-3 and 5: 112 0.82x,
+    // ran 10-25% slower per FLOP than 128 on 4096x7168x16384 (kernel_bench runs 2-3 and v5: 112 0.82x,
     // 144 0.89x, 160 0.91-0.95x, 192 0.93x); with block_m 256, block_n 112 ran 0.85x of 128
-    // (run 5), while 96 and 64 matched the model.
+    // (kernel_bench v5), while 96 and 64 matched the model.
     const bool off_sweet_spot = (c.block_m == 128 && c.block_n > 64 && c.block_n != 128) ||
                                 (c.block_m == 256 && c.block_n > 96 && c.block_n != 128);
     // One math warpgroup (block_m 64) has nothing to hide its own waits and promotion
     // behind: measured ~1.25x the model per K block (masked 32 x ~192 rows, N 4096, K 7168:
-    // 64x160 ran 595 TFLOP/s where 128x128 ran 690, run 6).
+    // 64x160 ran 595 TFLOP/s where 128x128 ran 690; NOTES.md 2026-11-30, run 2).
     const double one_wg = c.block_m == 64 ? 1.25 : 1.0;
     const double per_k_block = (std::max({tensor, smem, load}) + promote) * (off_sweet_spot ? 1.2 : 1.0) * one_wg;
     const double tile = (k / 128) * per_k_block + 400.0 * std::max(1, slabs / 2);
     const double out_bytes = c.kind == Sm90Fp8Kind::k1D1D ? 8.0 : 2.0;  // 1D1D reads C too
     const double dram = (static_cast<double>(m) * k + static_cast<double>(n) * k +
                          static_cast<double>(m) * n * out_bytes) * num_groups / 2150.0;
-    // The SM work and the DRAM stream overlap only in part (run 5: M = 128 shapes ran
+    // The SM work and the DRAM stream overlap only in part (kernel_bench v5: M = 128 shapes ran
     // 1.5-1.9x their DRAM time): the larger of the two plus 30% of the smaller.
     const double sm_work = waves * tile + 1500.0;
     return std::max(sm_work, dram) + 0.3 * std::min(sm_work, dram);
@@ -182,7 +182,7 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_gemm_configs(int m, int n, i
             // (slabs + 1) x block_n / 2 floats per thread, must stay within 192; the 1D1D
             // kernel also holds its SFB reads (block_n <= 160 measured clean).
             if ((bm == 256 ? 3 : 2) * bn / 2 > 192) continue;
-            // 64x192 (one warpgroup): spilled in a variant of the kernel (run 7's SASS) and
+            // 64x192 (one warpgroup): spilled in a variant of the kernel (2026-11-30, run 3's SASS) and
             // never measured faster than 64x128 or 128x192; not offered.
             if (bm == 64 && bn > 160) continue;
             if (kind == Sm90Fp8Kind::k1D1D && bn > 160) continue;
