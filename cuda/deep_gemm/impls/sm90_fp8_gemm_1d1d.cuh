@@ -45,6 +45,40 @@ __device__ __forceinline__ void store_pair(float* d, const float* c, uint32_t ld
     }
 }
 
+// One tile's K loop, shared by the dense and k-grouped kernels: `result` (zeroed here)
+// accumulates every K block's wgmmas promoted with both scales; each stage is handed back
+// once its SFB has been read.
+template <uint32_t kBlockN, uint32_t kStages, uint32_t kCluster, typename Layout>
+__device__ __forceinline__ void accumulate_tile(float (&result)[kBlockN / 2], float (&acc)[kBlockN / 2],
+                                                const Layout& smem, const sm90::StageDescs<Layout>& descs,
+                                                sm90::PipeState<kStages>& pipe, uint32_t num_k_blocks,
+                                                uint32_t row_lo, uint32_t lane, bool peer_alive) {
+#pragma unroll
+    for (uint32_t i = 0; i < kBlockN / 2; ++i) result[i] = 0.0f;
+    for (uint32_t kb = 0; kb < num_k_blocks; ++kb, pipe.advance()) {
+        const uint32_t s = pipe.stage;
+        ptx::mbar_wait(smem.full(s), pipe.phase);
+        const float sfa_lo = smem.sfa(s)[row_lo], sfa_hi = smem.sfa(s)[row_lo + 8];
+        sm90::mma_k_block<kBlockN>(descs.a(s), descs.b(s), acc);
+        // SFB is read from the stage before releasing it.
+        promote<kBlockN>(result, acc, sfa_lo, sfa_hi, smem.sfb(s), lane);
+        __syncwarp();  // every lane's SFB reads precede lane 0's release
+        sm90::release_stage<kCluster>(smem.empty(s), lane, peer_alive);
+    }
+}
+
+// d = c + result for this thread's rows r and r + 8 of the tile starting at column n0.
+template <uint32_t kBlockN>
+__device__ __forceinline__ void store_tile(const float (&result)[kBlockN / 2], float* d, const float* c, uint32_t ld,
+                                           uint32_t r, uint32_t n0, uint32_t m, uint32_t n, uint32_t lane) {
+#pragma unroll
+    for (uint32_t j = 0; j < kBlockN / 8; ++j) {
+        const uint32_t col = n0 + j * 8 + (lane % 4) * 2;
+        store_pair(d, c, ld, r, col, m, n, result[4 * j + 0], result[4 * j + 1]);
+        store_pair(d, c, ld, r + 8, col, m, n, result[4 * j + 2], result[4 * j + 3]);
+    }
+}
+
 }  // namespace sm90_1d1d
 
 // Template parameters as in sm90_fp8_gemm_1d2d_impl.
@@ -103,25 +137,9 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d1d_impl(uint32_t shape_m, uint32
         float result[kBlockN / 2], acc[kBlockN / 2];
         while (sched.next(tile)) {
             const uint32_t m0 = tile.m_block * kBlockM, n0 = tile.n_block * kBlockN;
-#pragma unroll
-            for (uint32_t i = 0; i < kBlockN / 2; ++i) result[i] = 0.0f;
-            for (uint32_t kb = 0; kb < num_k_blocks; ++kb, pipe.advance()) {
-                const uint32_t s = pipe.stage;
-                ptx::mbar_wait(smem.full(s), pipe.phase);
-                const float sfa_lo = smem.sfa(s)[row_lo], sfa_hi = smem.sfa(s)[row_lo + 8];
-                mma_k_block<kBlockN>(descs.a(s), descs.b(s), acc);
-                // SFB is read from the stage before releasing it.
-                sm90_1d1d::promote<kBlockN>(result, acc, sfa_lo, sfa_hi, smem.sfb(s), lane);
-                __syncwarp();  // every lane's SFB reads precede lane 0's release
-                release_stage<kCluster>(smem.empty(s), lane, tile.peer_alive);
-            }
-            const uint32_t r = m0 + row_lo;
-#pragma unroll
-            for (uint32_t j = 0; j < kBlockN / 8; ++j) {
-                const uint32_t col = n0 + j * 8 + (lane % 4) * 2;
-                sm90_1d1d::store_pair(d, c, ld_d, r, col, m, n, result[4 * j + 0], result[4 * j + 1]);
-                sm90_1d1d::store_pair(d, c, ld_d, r + 8, col, m, n, result[4 * j + 2], result[4 * j + 3]);
-            }
+            sm90_1d1d::accumulate_tile<kBlockN, kStages, kCluster>(result, acc, smem, descs, pipe, num_k_blocks,
+                                                                   row_lo, lane, tile.peer_alive);
+            sm90_1d1d::store_tile<kBlockN>(result, d, c, ld_d, m0 + row_lo, n0, m, n, lane);
         }
     }
     if constexpr (kCluster > 1) ptx::cluster_sync();

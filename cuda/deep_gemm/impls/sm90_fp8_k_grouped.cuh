@@ -147,27 +147,12 @@ __device__ __forceinline__ void sm90_fp8_k_grouped_impl(uint32_t shape_m, uint32
         while (sched.next(g, m_block, n_block)) {
             const uint32_t num_k_blocks = args.k_blocks[g];
             const uint32_t m0 = m_block * kBlockM, n0 = n_block * kBlockN;
-#pragma unroll
-            for (uint32_t i = 0; i < kBlockN / 2; ++i) result[i] = 0.0f;
-            for (uint32_t kb = 0; kb < num_k_blocks; ++kb, pipe.advance()) {
-                const uint32_t s = pipe.stage;
-                ptx::mbar_wait(smem.full(s), pipe.phase);
-                const float sfa_lo = smem.sfa(s)[row_lo], sfa_hi = smem.sfa(s)[row_lo + 8];
-                mma_k_block<kBlockN>(descs.a(s), descs.b(s), acc);
-                sm90_1d1d::promote<kBlockN>(result, acc, sfa_lo, sfa_hi, smem.sfb(s), lane);
-                __syncwarp();  // every lane's SFB reads precede lane 0's release
-                release_stage<1>(smem.empty(s), lane, true);
-            }
+            sm90_1d1d::accumulate_tile<kBlockN, kStages, 1>(result, acc, smem, descs, pipe, num_k_blocks, row_lo,
+                                                            lane, true);
             // Group g's slice of C / D; an empty group stores C (or zeros).
             float* d_g = d + g * group_elems;
             const float* c_g = c != nullptr ? c + g * group_elems : nullptr;
-            const uint32_t r = m0 + row_lo;
-#pragma unroll
-            for (uint32_t j = 0; j < kBlockN / 8; ++j) {
-                const uint32_t col = n0 + j * 8 + (lane % 4) * 2;
-                sm90_1d1d::store_pair(d_g, c_g, n, r, col, m, n, result[4 * j + 0], result[4 * j + 1]);
-                sm90_1d1d::store_pair(d_g, c_g, n, r + 8, col, m, n, result[4 * j + 2], result[4 * j + 3]);
-            }
+            sm90_1d1d::store_tile<kBlockN>(result, d_g, c_g, n, m0 + row_lo, n0, m, n, lane);
         }
     }
 }
