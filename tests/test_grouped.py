@@ -410,3 +410,20 @@ def test_m_grouped_sfa_layouts_agree(kind):
                 ref = a_deq[start: start + r] @ _dequant_blocks(b[0][grp], b[1][grp]).t()
                 assert calc_diff(outs[0][start: start + r], ref) < 1e-3
             start += _align(r, align)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("block_m", [64, 128, 256])
+def test_forced_block_m_edge_layouts(block_m):
+    """Each BLOCK_M on tiles that are only partly valid: dense M tails, contiguous groups
+    starting mid-tile (BLOCK_M 256 splits such tiles at their middle row), a 128-row
+    padding block before a group, psum, and masked_m at every 64-row slab boundary. Runs in
+    a child process because DG_SM90_FP8_BLOCK_M is read once per process."""
+    child = os.path.join(os.path.dirname(__file__), "forced_block_m_child.py")
+    env = dict(os.environ, DG_SM90_FP8_BLOCK_M=str(block_m), DG_PRINT_CONFIGS="1")
+    out = subprocess.run([sys.executable, child], env=env, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout[-1500:] + out.stderr[-3000:]
+    cases = [x for x in out.stdout.splitlines() if x.startswith("CASE")]
+    assert len(cases) == 8, out.stdout
+    chosen = [x for x in out.stderr.splitlines() if "-> block" in x]
+    assert chosen and all(f"-> block {block_m}x" in x for x in chosen), "\n".join(chosen)

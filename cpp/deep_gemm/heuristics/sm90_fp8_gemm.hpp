@@ -115,7 +115,8 @@ inline double sm90_fp8_multicast_fraction(int num_m, int num_n, int group_n) {
 
 // Cycle model of one configuration (per SM clocks; only the ranking matters). Per 128-wide
 // K block of a tile:
-//   tensor:  each 64-row slab runs four m64nNk32 fp8 wgmmas, ~max(N/2, 16) clk each.
+//   tensor:  each 64-row slab runs four m64nNk32 fp8 wgmmas, ~max(N/2, 16) clk each;
+//            1D2D computes only the slabs that hold rows < m (a group's last tile).
 //   smem:    ~128 B/clk per SM, shared by the TMA writes (A and B tiles) and the wgmma
 //            operand reads (every slab reads its 64 rows of A and all of B). For the
 //            common tiles this, not the tensor rate, is the floor (128x128: 640 vs 512 clk).
@@ -134,8 +135,12 @@ inline double sm90_fp8_estimate_cycles(const Sm90Fp8GemmConfig& c, int m, int n,
     const long tiles = static_cast<long>(num_m) * num_n * num_groups;
     const long waves = (tiles + c.grid_x - 1) / c.grid_x;
     const int slabs = c.block_m / 64;
-    const double tensor = slabs * 4.0 * std::max(c.block_n / 2.0, 16.0);
-    const double smem = (c.block_m + c.block_n) + slabs * (64.0 + c.block_n);
+    // 1D2D: slabs whose rows all lie past a group's m (or M) are not computed.
+    const double active = c.kind == Sm90Fp8Kind::k1D2D
+                              ? static_cast<double>(sm90_fp8_ceil_div(m, 64)) / (static_cast<double>(num_m) * slabs)
+                              : 1.0;
+    const double tensor = active * slabs * 4.0 * std::max(c.block_n / 2.0, 16.0);
+    const double smem = (c.block_m + c.block_n) + active * slabs * (64.0 + c.block_n);
     const bool staggered = c.mma_overlap || c.block_m == 256;
     const double promote = staggered ? 30.0 : c.block_n / 2.0 + 60.0;
     const double mc = c.cluster == 2 ? sm90_fp8_multicast_fraction(num_m, num_n, c.group_n) : 0.0;
@@ -173,8 +178,8 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_gemm_configs(int m, int n, i
     const Sm90Fp8Kind kind = fp32_out ? Sm90Fp8Kind::k1D1D : Sm90Fp8Kind::k1D2D;
     std::vector<Sm90Fp8GemmConfig> all;
     for (int bm : {64, 128, 256}) {
-        // block_m 256 (two 64-row slabs per math warpgroup): dense 1D2D only.
-        if (bm == 256 && (kind != Sm90Fp8Kind::k1D2D || num_groups != 1)) continue;
+        // block_m 256 (two 64-row slabs per math warpgroup): 1D2D only.
+        if (bm == 256 && kind != Sm90Fp8Kind::k1D2D) continue;
         for (int bn = 16; bn <= 192; bn += 16) {
             // 1D2D: a tile may touch at most two 128-wide SFB blocks.
             if (kind == Sm90Fp8Kind::k1D2D && bn > 128 && 128 % (bn - 128) != 0) continue;
@@ -339,16 +344,18 @@ inline const char* sm90_grouped_type_name(int t) {
 
 // Configurations for `num_groups` groups of about m rows each (m = M_sum and 1 group for
 // the contiguous index layout, which is costed as one GEMM), best first. Contiguous layouts
-// need BLOCK_M to divide the group alignment align_m.
+// need BLOCK_M to divide the group alignment align_m, or BLOCK_M 256 with align_m a
+// multiple of 128 (a tile then holds at most two groups, split at its middle row).
 inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_grouped_configs(int gemm_type, int m, int num_groups, int n,
                                                                     int k, int num_sms, int align_m,
                                                                     int max_smem_bytes = kSm90MaxSmemBytes) {
     std::vector<Sm90Fp8GemmConfig> out;
     for (auto c : rank_sm90_fp8_gemm_configs(std::max(m, 1), n, k, num_sms, false, max_smem_bytes, false,
                                              std::max(num_groups, 1))) {
-        // block_m 256 is dense-only; block_n 192 spills at the grouped kernels' 224 registers.
-        if (c.cluster != 1 || c.block_m > 128 || c.block_n > 160) continue;
-        if (gemm_type != static_cast<int>(Sm90GroupedType::kMasked) && align_m % c.block_m != 0) continue;
+        // block_n 192 spills at the grouped kernels' 224 registers.
+        if (c.cluster != 1 || c.block_n > 160) continue;
+        if (gemm_type != static_cast<int>(Sm90GroupedType::kMasked) && align_m % std::min(c.block_m, 128) != 0)
+            continue;
         c.gemm_type = gemm_type;
         if (gemm_type != static_cast<int>(Sm90GroupedType::kContiguous)) c.grid_x = num_sms;
         // Masked and psum walk the groups with a cursor (producer on 56 registers, math on

@@ -82,11 +82,31 @@ inline int forced_cluster() {
   return value;
 }
 
+// DG_SM90_FP8_BLOCK_M=64|128|256 restricts the dense and m-grouped 1D2D choices to that
+// BLOCK_M (the 1D1D kernels ignore it); unset, the heuristics choose. For tuning and for
+// testing a tile path on shapes that would not pick it.
+inline int forced_block_m() {
+  static const int value = [] {
+    const char* v = std::getenv("DG_SM90_FP8_BLOCK_M");
+    if (!v || !*v) return 0;
+    const std::string s(v);
+    if (s != "64" && s != "128" && s != "256")
+      throw std::runtime_error("deep_gemm: DG_SM90_FP8_BLOCK_M must be 64, 128 or 256, got '" + s + "'");
+    return std::stoi(s);
+  }();
+  return value;
+}
+
+inline bool block_m_allowed(const h::Sm90Fp8GemmConfig& c) {
+  return forced_block_m() == 0 || c.kind == h::Sm90Fp8Kind::k1D1D || c.block_m == forced_block_m();
+}
+
 inline h::Sm90Fp8GemmConfig choose_config(const ConfigKey& key, int max_smem) {
   const int cluster = forced_cluster();
   for (const auto& c : h::rank_sm90_fp8_gemm_configs(key.m, key.n, key.k, key.num_sms, key.fp32_out, max_smem,
                                                      cluster == 2)) {
     if (cluster != 0 && c.cluster != cluster) continue;
+    if (!block_m_allowed(c)) continue;
     if (c.block_m % key.mult_m == 0 && c.block_n % key.mult_n == 0) return c;
   }
   throw std::runtime_error(deep_jit::detail::cat("deep_gemm: no SM90 FP8 GEMM configuration has block sizes that are multiples of (",

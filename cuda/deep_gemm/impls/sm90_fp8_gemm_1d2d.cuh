@@ -88,19 +88,24 @@ struct EpilogueBf16 {
         }
     }
 
-    // Slab i of `stage_wg` goes to rows row0 + 64 * i.
+    // Slab i of `stage_wg` goes to rows row0 + slab_stride * i; only the slabs set in
+    // `slab_mask` (warpgroup-uniform) are stored.
     template <uint32_t kSlabs>
     static __device__ __forceinline__ void finish(uint8_t* stage_wg, const CUtensorMap* tmap_d, uint32_t bar_id,
-                                                  uint32_t row0, uint32_t n0) {
+                                                  uint32_t row0, uint32_t slab_stride, uint32_t n0,
+                                                  uint32_t slab_mask = (1u << kSlabs) - 1) {
         ptx::fence_proxy_async_smem();
         ptx::named_barrier_sync(bar_id, 128);
         if (threadIdx.x % 128 == 0) {
 #pragma unroll
-            for (uint32_t i = 0; i < kSlabs; ++i)
+            for (uint32_t i = 0; i < kSlabs; ++i) {
+                if (!(slab_mask >> i & 1u)) continue;
 #pragma unroll
                 for (uint32_t a = 0; a < kBlockN * 2 / kSwizzle; ++a)
                     ptx::tma_store_2d(tmap_d, stage_wg + i * kSlabBytes + a * kAtomBytes,
-                                      static_cast<int32_t>(n0 + a * kSwizzle / 2), static_cast<int32_t>(row0 + i * 64));
+                                      static_cast<int32_t>(n0 + a * kSwizzle / 2),
+                                      static_cast<int32_t>(row0 + i * slab_stride));
+            }
             ptx::tma_store_commit();
         }
     }
@@ -109,55 +114,83 @@ struct EpilogueBf16 {
 template <uint32_t kBlockN, uint32_t kSlabs>
 __device__ __forceinline__ void store_tile_bf16(const float (&result)[kSlabs][kBlockN / 2], uint8_t* stage_wg,
                                                 const CUtensorMap* tmap_d, uint32_t bar_id, uint32_t row0,
-                                                uint32_t n0) {
+                                                uint32_t slab_stride, uint32_t n0) {
     using Epi = EpilogueBf16<kBlockN>;
     Epi::begin(bar_id);
 #pragma unroll
     for (uint32_t i = 0; i < kSlabs; ++i) Epi::stage(result[i], stage_wg + i * Epi::kSlabBytes);
-    Epi::template finish<kSlabs>(stage_wg, tmap_d, bar_id, row0, n0);
+    Epi::template finish<kSlabs>(stage_wg, tmap_d, bar_id, row0, slab_stride, n0);
+}
+
+// One slab's valid rows written straight from registers (bf16 pairs, columns < n; the row
+// pitch ld_d is even): for slabs where some rows must stay untouched.
+template <uint32_t kBlockN>
+__device__ __forceinline__ void store_rows_direct(const float (&result)[kBlockN / 2], uint32_t row_lo, bool lo_ok,
+                                                  bool hi_ok, uint32_t n0, __nv_bfloat16* d, uint32_t ld_d,
+                                                  uint32_t n) {
+    const uint32_t lane = threadIdx.x % 32;
+#pragma unroll
+    for (uint32_t j = 0; j < kBlockN / 8; ++j) {
+        const uint32_t col = n0 + j * 8 + (lane % 4) * 2;
+        if (col >= n) continue;
+        if (lo_ok)
+            *reinterpret_cast<uint32_t*>(d + static_cast<size_t>(row_lo) * ld_d + col) =
+                pack_bf16x2(result[4 * j + 0], result[4 * j + 1]);
+        if (hi_ok)
+            *reinterpret_cast<uint32_t*>(d + static_cast<size_t>(row_lo + 8) * ld_d + col) =
+                pack_bf16x2(result[4 * j + 2], result[4 * j + 3]);
+    }
 }
 
 // Epilogue of the m-grouped variants, where some rows of a tile must stay untouched
-// (contiguous padding rows, rows past masked_m / a psum group's end). row_lo_ok/row_hi_ok:
-// whether this thread's two rows are stored. If the whole 64-row slice is stored (the
-// common case) this is store_tile_bf16; else each thread writes its valid rows straight
-// from registers (bf16 pairs, columns < n; the row pitch ld_d is even).
-template <uint32_t kBlockN>
-__device__ __forceinline__ void store_tile_bf16_rows(const float (&result)[kBlockN / 2], uint8_t* stage_wg,
+// (contiguous padding rows or another group's rows, rows past masked_m / a psum group's
+// end). lo_ok/hi_ok[i]: whether this thread's two rows of slab i are stored. A slab whose
+// rows are all stored goes through shared memory and the TMA like store_tile_bf16; the
+// others are written row by row from registers.
+template <uint32_t kBlockN, uint32_t kSlabs>
+__device__ __forceinline__ void store_tile_bf16_rows(const float (&result)[kSlabs][kBlockN / 2], uint8_t* stage_wg,
                                                      const CUtensorMap* tmap_d, uint32_t bar_id, uint32_t row0,
-                                                     uint32_t n0, bool row_lo_ok, bool row_hi_ok,
-                                                     __nv_bfloat16* d, uint32_t ld_d, uint32_t n) {
+                                                     uint32_t slab_stride, uint32_t n0, const bool (&lo_ok)[kSlabs],
+                                                     const bool (&hi_ok)[kSlabs], __nv_bfloat16* d, uint32_t ld_d,
+                                                     uint32_t n) {
     using Epi = EpilogueBf16<kBlockN>;
     const uint32_t thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
     if (thread == 0) ptx::tma_store_wait_read<0>();
-    // Also the barrier that orders the previous tile's store before this tile's stmatrix.
-    const bool all_rows = ptx::named_barrier_and(bar_id, 128, row_lo_ok && row_hi_ok);
-    if (!all_rows) {
-        const uint32_t row_lo = row0 + warp * 16 + lane / 4;
+    // The first of these barriers also orders the previous tile's store before this
+    // tile's stmatrix.
+    uint32_t full_mask = 0;
 #pragma unroll
-        for (uint32_t j = 0; j < kBlockN / 8; ++j) {
-            const uint32_t col = n0 + j * 8 + (lane % 4) * 2;
-            if (col >= n) continue;
-            if (row_lo_ok)
-                *reinterpret_cast<uint32_t*>(d + static_cast<size_t>(row_lo) * ld_d + col) =
-                    pack_bf16x2(result[4 * j + 0], result[4 * j + 1]);
-            if (row_hi_ok)
-                *reinterpret_cast<uint32_t*>(d + static_cast<size_t>(row_lo + 8) * ld_d + col) =
-                    pack_bf16x2(result[4 * j + 2], result[4 * j + 3]);
-        }
-        return;
+    for (uint32_t i = 0; i < kSlabs; ++i)
+        full_mask |= static_cast<uint32_t>(ptx::named_barrier_and(bar_id, 128, lo_ok[i] && hi_ok[i])) << i;
+#pragma unroll
+    for (uint32_t i = 0; i < kSlabs; ++i) {
+        if (full_mask >> i & 1u)
+            Epi::stage(result[i], stage_wg + i * Epi::kSlabBytes);
+        else
+            store_rows_direct<kBlockN>(result[i], row0 + i * slab_stride + warp * 16 + lane / 4, lo_ok[i], hi_ok[i],
+                                       n0, d, ld_d, n);
     }
-    Epi::stage(result, stage_wg);
-    Epi::template finish<1>(stage_wg, tmap_d, bar_id, row0, n0);
+    if (full_mask != 0) Epi::template finish<kSlabs>(stage_wg, tmap_d, bar_id, row0, slab_stride, n0, full_mask);
 }
 
 }  // namespace sm90_1d2d
+
+// Compile-time count of a warpgroup's computed slabs (selects a K-loop variant).
+template <uint32_t kCount>
+struct SlabCount {
+    static constexpr uint32_t value = kCount;
+};
 
 // Template parameters:
 //   kShapeM/N/K   compile-time shape, or 0 to take the runtime argument
 //   kBlockM       64 (1 math warpgroup), 128 (2) or 256 (2, each computing two 64-row slabs
 //                 one after the other: while one warpgroup promotes a slab, the other's
-//                 wgmmas keep the tensor cores busy; dense only). kBlockN multiple of 16, <= 256
+//                 wgmmas keep the tensor cores busy). Slab i of warpgroup w holds the tile's
+//                 rows [64 (w + 2 i), +64): a tile that is only partly valid (a masked group's
+//                 last rows, a contiguous tile that reaches into the next group) still splits
+//                 its valid slabs evenly over both warpgroups. kBlockN multiple of 16, <= 256.
+//                 A warpgroup computes only the leading slabs whose first row is valid (rows
+//                 < M; for the grouped variants, rows of the tile's group).
 //   kStages       pipeline depth; kCluster 1 or 2 (TMA multicast of A within the pair)
 //   kGroupN       scheduler group width in n-blocks (even when kCluster == 2)
 //   kOverlapMma   two accumulators: the tensor cores run block kb+1 while the warpgroup
@@ -182,10 +215,10 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     using namespace sm90;
     constexpr uint32_t kNumMathWG = kBlockM == 64 ? 1 : 2;
     constexpr uint32_t kSlabs = kBlockM / 64 / kNumMathWG;  // 64-row wgmma slabs per warpgroup
+    constexpr uint32_t kSlabStride = kNumMathWG * 64;       // rows from one slab of a warpgroup to its next
     constexpr uint32_t kNumMathThreads = kNumMathWG * 128;
     static_assert(kBlockM == 64 || kBlockM == 128 || kBlockM == 256, "BLOCK_M is 64, 128 or 256");
-    static_assert(kSlabs == 1 || (kGemmType == GemmType::kNormal && !kOverlapMma),
-                  "BLOCK_M 256: dense, plain schedule (one accumulator per slab in turn)");
+    static_assert(kSlabs == 1 || !kOverlapMma, "BLOCK_M 256: plain schedule (one accumulator per slab in turn)");
     static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "BLOCK_N: multiple of 16 in [16, 256]");
     static_assert(sm90_1d2d::kAtMostTwoSfbBlocks<kBlockN>, "a tile may span three SFB blocks");
     static_assert(!kOverlapMma || kBlockN <= 128, "two accumulators need BLOCK_N <= 128");
@@ -236,9 +269,9 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
         // and keeps the A-tile address and wgmma descriptors in uniform registers.
         const uint32_t wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
         const uint32_t warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
-        const StageDescs<Layout> descs(smem, wg * kSlabs);
-        // Row of this thread in its warpgroup's first slab (row_hi = row_lo + 8; slab i: + 64 i).
-        const uint32_t row_lo = wg * kSlabs * 64 + warp * 16 + lane / 4;
+        const StageDescs<Layout> descs(smem, wg);
+        // Row of this thread in its warpgroup's first slab (row_hi = row_lo + 8; slab i: + kSlabStride i).
+        const uint32_t row_lo = wg * 64 + warp * 16 + lane / 4;
         Scheduler sched(m, n, grouped_layout, num_groups, align_m);
         PipeState<kStages> pipe;
         TileInfo tile;
@@ -254,15 +287,63 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
             const float* sfb_group = sfb + sched.group(tile) * num_sfb_n * num_k_blocks;
             const float* sfb_row0 = sfb_group + sfb_blk0 * num_k_blocks;
             const float* sfb_row1 = sfb_group + sfb_blk1 * num_k_blocks;
-            // Grouped: which of this thread's two rows are stored (read before the K loop so
-            // the layout loads are off the epilogue's path). Constant true for kNormal.
-            const bool lo_ok = sched.row_valid(tile, m0 + row_lo), hi_ok = sched.row_valid(tile, m0 + row_lo + 8);
+            // The slabs this warpgroup computes: the leading ones whose first row is valid.
+            // Grouped: which of this thread's rows are stored (read before the K loop so the
+            // layout loads are off the epilogue's path).
+            uint32_t n_active = 0;
+            bool lo_ok[kSlabs], hi_ok[kSlabs];
 #pragma unroll
-            for (uint32_t sl = 0; sl < kSlabs; ++sl)
+            for (uint32_t sl = 0; sl < kSlabs; ++sl) {
+                const uint32_t first = m0 + wg * 64 + sl * kSlabStride;
+                const bool valid = kGemmType == GemmType::kNormal ? first < m : sched.row_valid(tile, first);
+                if (valid && n_active == sl) n_active = sl + 1;
+                lo_ok[sl] = sched.row_valid(tile, m0 + row_lo + sl * kSlabStride);
+                hi_ok[sl] = sched.row_valid(tile, m0 + row_lo + sl * kSlabStride + 8);
+            }
+            n_active = __shfl_sync(0xffffffffu, n_active, 0);
+#pragma unroll
+            for (uint32_t sl = 0; sl < kSlabs; ++sl) {
+                lo_ok[sl] = lo_ok[sl] && sl < n_active;
+                hi_ok[sl] = hi_ok[sl] && sl < n_active;
 #pragma unroll
                 for (uint32_t i = 0; i < kBlockN / 2; ++i) result[sl][i] = 0.0f;
+            }
 
-            if constexpr (kOverlapMma) {
+            // Plain schedule over the first kActive slabs (0: only keep the pipeline moving):
+            // per K block and slab, four wgmmas into `acc`, waited for, then promoted.
+            auto plain_k_loop = [&](auto active) {
+                constexpr uint32_t kActive = decltype(active)::value;
+                float sfb_0 = 0.0f, sfb_1 = 0.0f;
+                if constexpr (kActive > 0) sfb_0 = __ldg(sfb_row0), sfb_1 = __ldg(sfb_row1);
+                for (uint32_t kb = 0; kb < num_k_blocks; ++kb, pipe.advance()) {
+                    const uint32_t s = pipe.stage;
+                    if constexpr (kActive == 0) {
+                        ptx::mbar_wait(smem.full(s), pipe.phase);
+                        release_stage<kCluster>(smem.empty(s), lane, tile.peer_alive);
+                    } else {
+                        // Prefetch the next block's SFB while this one computes (L1-resident rows).
+                        const uint32_t kb_next = min(kb + 1, num_k_blocks - 1);
+                        const float next_0 = __ldg(sfb_row0 + kb_next), next_1 = __ldg(sfb_row1 + kb_next);
+
+                        ptx::mbar_wait(smem.full(s), pipe.phase);
+#pragma unroll
+                        for (uint32_t sl = 0; sl < kActive; ++sl) {
+                            const float sfa_lo = smem.sfa(s)[row_lo + sl * kSlabStride];
+                            const float sfa_hi = smem.sfa(s)[row_lo + sl * kSlabStride + 8];
+                            mma_k_block<kBlockN>(ptx::desc_advance(descs.a(s), sl * kSlabStride * kBlockK), descs.b(s),
+                                                 acc);
+                            if (sl == kActive - 1) release_stage<kCluster>(smem.empty(s), lane, tile.peer_alive);
+                            sm90_1d2d::promote<kBlockN>(result[sl], acc, sfa_lo, sfa_hi, sfb_0, sfb_1, first_cols);
+                        }
+                        sfb_0 = next_0;
+                        sfb_1 = next_1;
+                    }
+                }
+            };
+
+            if (n_active == 0) {
+                plain_k_loop(SlabCount<0>{});
+            } else if constexpr (kOverlapMma) {
                 // Two accumulators: the tensor cores run block kb+1 while the warpgroup
                 // promotes block kb. `issue` waits for a stage, reads its SFA and starts its
                 // wgmmas into one accumulator (not waited for).
@@ -322,33 +403,20 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                 } else if (num_k_blocks > 0) {
                     promote(acc, sc0);
                 }
+            } else if (kSlabs == 1 || n_active == kSlabs) {
+                plain_k_loop(SlabCount<kSlabs>{});
             } else {
-                float sfb_0 = __ldg(sfb_row0), sfb_1 = __ldg(sfb_row1);
-                for (uint32_t kb = 0; kb < num_k_blocks; ++kb, pipe.advance()) {
-                    const uint32_t s = pipe.stage;
-                    // Prefetch the next block's SFB while this one computes (L1-resident rows).
-                    const uint32_t kb_next = min(kb + 1, num_k_blocks - 1);
-                    const float next_0 = __ldg(sfb_row0 + kb_next), next_1 = __ldg(sfb_row1 + kb_next);
-
-                    ptx::mbar_wait(smem.full(s), pipe.phase);
-#pragma unroll
-                    for (uint32_t sl = 0; sl < kSlabs; ++sl) {
-                        const float sfa_lo = smem.sfa(s)[row_lo + sl * 64], sfa_hi = smem.sfa(s)[row_lo + sl * 64 + 8];
-                        mma_k_block<kBlockN>(ptx::desc_advance(descs.a(s), sl * 64 * kBlockK), descs.b(s), acc);
-                        if (sl == kSlabs - 1) release_stage<kCluster>(smem.empty(s), lane, tile.peer_alive);
-                        sm90_1d2d::promote<kBlockN>(result[sl], acc, sfa_lo, sfa_hi, sfb_0, sfb_1, first_cols);
-                    }
-                    sfb_0 = next_0;
-                    sfb_1 = next_1;
-                }
+                plain_k_loop(SlabCount<1>{});
             }
             uint8_t* stage_wg = smem.d() + wg * kSlabs * 64 * kBlockN * 2;
             const uint32_t bar_id = 1 + wg;  // named barrier per math warpgroup (0 = __syncthreads)
             if constexpr (kGemmType == GemmType::kNormal) {
-                sm90_1d2d::store_tile_bf16<kBlockN, kSlabs>(result, stage_wg, tmap_d, bar_id, m0 + wg * kSlabs * 64, n0);
+                // Rows >= M (also of slabs not computed, left at zero) are clipped by the TMA.
+                sm90_1d2d::store_tile_bf16<kBlockN, kSlabs>(result, stage_wg, tmap_d, bar_id, m0 + wg * 64,
+                                                            kSlabStride, n0);
             } else {
-                sm90_1d2d::store_tile_bf16_rows<kBlockN>(result[0], stage_wg, tmap_d, bar_id, m0 + wg * 64, n0, lo_ok,
-                                                         hi_ok, d, ld_d, n);
+                sm90_1d2d::store_tile_bf16_rows<kBlockN, kSlabs>(result, stage_wg, tmap_d, bar_id, m0 + wg * 64,
+                                                                 kSlabStride, n0, lo_ok, hi_ok, d, ld_d, n);
             }
         }
         if (threadIdx.x % 128 == 0) ptx::tma_store_wait<0>();

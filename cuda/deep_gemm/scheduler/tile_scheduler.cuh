@@ -11,10 +11,14 @@
 // grouped quantity below sits behind `if constexpr`, so kNormal compiles to the same code
 // as before they existed.
 //   kMGroupedContiguous      A [M_sum, K]; layout[row] = group of each row, -1 = padding.
-//                            Tiles walk M_sum like a normal GEMM; a tile whose first row
-//                            is padding (or an out-of-range group) is skipped; its group
-//                            is the group of its first row (groups start on multiples of
-//                            an alignment that BLOCK_M divides, so no tile holds two).
+//                            Tiles walk M_sum like a normal GEMM; a tile's group is the
+//                            group of its first row, and a tile whose first row is padding
+//                            (or an out-of-range group) is skipped. Groups start on
+//                            multiples of the alignment (128). With BLOCK_M 256 a tile can
+//                            reach into the next group at its middle row: the tile then
+//                            stops there (row_end) and the same CTA runs its second half
+//                            next as a tile of the other group (a "half tile": it starts
+//                            at the middle row and ends 128 rows later).
 //   kMGroupedContiguousPsum  A [M_sum, K]; layout[g] = end row (exclusive) of group g, which
 //                            starts at align_up(layout[g-1], align_m) (0 for g = 0).
 //   kMGroupedMasked          A [G, shape_m, K] seen as [G*shape_m, K]; layout[g] = rows of
@@ -43,7 +47,7 @@ struct TileInfo {
     // m-grouped only (unset for kNormal):
     uint32_t group;    // the expert: selects B's rows and SFB
     uint32_t m0;       // first row of the tile in A / D (2-D views)
-    uint32_t row_end;  // rows >= row_end are not stored (psum / masked)
+    uint32_t row_end;  // rows >= row_end are neither computed nor stored
 };
 
 template <GemmType kGemmType, uint32_t kBlockM, uint32_t kBlockN, uint32_t kGroupN,
@@ -63,6 +67,8 @@ struct TileScheduler {
     uint32_t shape_m = 0, shape_n = 0, num_groups = 0, align_m = 1;
     // Cursor of the group walk (kept small: the producer thread runs on 40 registers).
     uint32_t cur_group = 0, cur_base = 0, cur_start = 0, cur_end = 0;
+    // Contiguous, BLOCK_M 256: group of the pending second half of the last tile, or -1.
+    int pending_group = -1;
 
     // m: rows of A (M_sum; per group for masked). grouped_layout / groups / align: see above.
     __device__ __forceinline__ TileScheduler(uint32_t m, uint32_t n, const int* grouped_layout = nullptr,
@@ -108,17 +114,40 @@ struct TileScheduler {
     // Next tile of this CTA; false once it has none left.
     __device__ __forceinline__ bool next(TileInfo& info) {
         if constexpr (kGemmType == GemmType::kMGroupedContiguous) {
+            constexpr uint32_t kHalf = kBlockM / 2;
+            if (kBlockM > 128 && pending_group >= 0) {
+                // The second half of the previous tile (same n-block), of the next group.
+                info.group = static_cast<uint32_t>(pending_group);
+                info.m0 = info.row_end;
+                info.row_end = min(info.m0 + kHalf, shape_m);
+                pending_group = -1;
+                return true;
+            }
             while (true) {
                 const uint32_t t = blockIdx.x + (iter++) * gridDim.x;
                 if (t >= num_tiles) return false;
                 tile_coords(t, info.m_block, info.n_block);
-                const int g = __ldg(layout + info.m_block * kBlockM);
-                if (g < 0 || static_cast<uint32_t>(g) >= num_groups) continue;  // padding: skip the tile
-                info.group = static_cast<uint32_t>(g);
-                info.m0 = info.m_block * kBlockM;
-                info.row_end = shape_m;
+                const uint32_t m0 = info.m_block * kBlockM, end = min(m0 + kBlockM, shape_m);
+                const int g = __ldg(layout + m0);
+                const bool g_ok = g >= 0 && static_cast<uint32_t>(g) < num_groups;
+                int g2 = -1;
+                if (kBlockM > 128 && m0 + kHalf < shape_m) {
+                    g2 = __ldg(layout + m0 + kHalf);
+                    if (g2 < 0 || static_cast<uint32_t>(g2) >= num_groups || g2 == g) g2 = -1;
+                }
+                if (!g_ok && g2 < 0) continue;  // padding: skip the tile
                 info.multicast_a = false;
                 info.peer_alive = true;
+                if (!g_ok) {  // only the second half holds rows: run it as a half tile
+                    info.group = static_cast<uint32_t>(g2);
+                    info.m0 = m0 + kHalf;
+                    info.row_end = end;
+                    return true;
+                }
+                info.group = static_cast<uint32_t>(g);
+                info.m0 = m0;
+                info.row_end = g2 >= 0 ? m0 + kHalf : end;
+                pending_group = g2;
                 return true;
             }
         } else if constexpr (kWalkGroups) {
@@ -184,7 +213,7 @@ struct TileScheduler {
     // Whether output row `row` (2-D view) of this tile is stored.
     __device__ __forceinline__ bool row_valid(const TileInfo& info, uint32_t row) const {
         if constexpr (kGemmType == GemmType::kMGroupedContiguous)
-            return row < shape_m && __ldg(layout + row) == static_cast<int>(info.group);
+            return row < info.row_end && __ldg(layout + row) == static_cast<int>(info.group);
         else if constexpr (kGrouped) return row < info.row_end;
         else return true;
     }
