@@ -29,12 +29,14 @@ class MnMajorSfLauncher {
   }
 
   void run(const MnMajorSfProblem& p) {
-    constexpr unsigned kThreads = 256;
+    // Tiles of 32 rows x 32 k-blocks, 32 x 8 threads (kSfTile, kSfTileRows in the impl).
+    constexpr int64_t kTile = 32;
     deep_jit::LaunchConfig lc;
-    lc.grid[0] = static_cast<unsigned>((p.out_ld + kThreads - 1) / kThreads);
-    lc.grid[1] = static_cast<unsigned>(p.kb);
+    lc.grid[0] = static_cast<unsigned>((p.out_ld + kTile - 1) / kTile);
+    lc.grid[1] = static_cast<unsigned>((p.kb + kTile - 1) / kTile);
     lc.grid[2] = static_cast<unsigned>(p.groups);
-    lc.block[0] = kThreads;
+    lc.block[0] = 32;
+    lc.block[1] = 8;
     deep_jit::launch(kernel(p.device), lc, p.in, p.out, static_cast<uint32_t>(p.mn), static_cast<uint32_t>(p.kb),
                      p.stride_g, p.stride_mn, p.stride_k, static_cast<uint32_t>(p.out_ld));
   }
