@@ -27,8 +27,10 @@ inline void check_sf(const Tensor& sf, const char* op) {
 }
 
 // Fresh storage [g, kb, pad] (or [kb, pad]) holding `sf` in the required layout, filled by
-// the layout kernel on the current stream.
-inline Tensor mn_major_tma_aligned_storage(const Tensor& sf, const char* op) {
+// the layout kernel on the current stream. valid_rows (device int32 [g], nullptr: all rows):
+// only rows below valid_rows[g] of group g are converted, the rest is left unwritten
+// (see the impl; for the masked GEMM, which never stores those rows' results).
+inline Tensor mn_major_tma_aligned_storage(const Tensor& sf, const char* op, const int* valid_rows = nullptr) {
   check_sf(sf, op);
   const bool batched = sf.dim() == 3;
   const int64_t g = batched ? sf.size(0) : 1, mn = sf.size(batched), kb = sf.size(batched + 1), pad = tma_align4(mn);
@@ -46,6 +48,7 @@ inline Tensor mn_major_tma_aligned_storage(const Tensor& sf, const char* op) {
   p.stride_mn = sf.stride(batched);
   p.stride_k = sf.stride(batched + 1);
   p.out_ld = pad;
+  p.valid_rows = valid_rows;
   p.device = sf.get_device_index();
   launch::MnMajorSfLauncher::get().run(p);
   return storage;
@@ -61,9 +64,10 @@ inline Tensor mn_major_tma_aligned_copy(const Tensor& sf, const char* op) {
 
 // For the kernels, which only take the address: `sf` itself when it already has the
 // required layout, else the storage of a converted copy (no views built on the call path).
-inline Tensor mn_major_tma_aligned_buffer(const Tensor& sf, const char* op) {
+// valid_rows: as for mn_major_tma_aligned_storage.
+inline Tensor mn_major_tma_aligned_buffer(const Tensor& sf, const char* op, const int* valid_rows = nullptr) {
   check_sf(sf, op);
-  return is_mn_major_tma_aligned(sf) ? sf : mn_major_tma_aligned_storage(sf, op);
+  return is_mn_major_tma_aligned(sf) ? sf : mn_major_tma_aligned_storage(sf, op, valid_rows);
 }
 
 }  // namespace deep_gemm

@@ -2,7 +2,7 @@
 // MN-major, TMA-aligned layout the GEMMs load ([groups, kb, align(mn, 4)]).
 // One block of 32 x 8 threads per tile of 32 rows x 32 k-blocks of one group.
 // Writes are coalesced along mn; the pad rows get zeros so the buffer is
-// fully defined.
+// fully defined (unless valid_rows cuts a group short, see below).
 #pragma once
 
 #include <deep_gemm/common/stdint.cuh>
@@ -13,16 +13,28 @@ constexpr uint32_t kSfTile = 32;       // rows (mn) and k-blocks per block; bloc
 constexpr uint32_t kSfTileRows = 8;    // blockDim.y
 constexpr uint32_t kSfPerThread = kSfTile / kSfTileRows;  // elements each thread moves
 
+// valid_rows (nullptr: every row): per group, the rows the consumer uses. When
+// valid_rows[g] < mn, rows i >= max(valid_rows[g], 0) of group g, pad rows
+// included, are neither read nor written: they keep whatever the fresh buffer
+// held (otherwise the group is converted in full). The masked GEMM passes
+// masked_m here: it loads whole tiles of rows, but never stores the results of
+// rows >= masked_m, and each row's scale only reaches that row's results, so
+// the garbage there is harmless (and masked_m is never read on the host).
 __device__ __forceinline__ void mn_major_sf_impl(const float* in, float* out, uint32_t mn, uint32_t kb,
                                                  int64_t stride_g, int64_t stride_mn, int64_t stride_k,
-                                                 uint32_t out_ld) {
+                                                 uint32_t out_ld, const int* valid_rows) {
     // The GEMM launched right after this kernel (with programmatic dependent launch) may
     // start its setup now; it waits for this grid's writes before reading them.
     asm volatile("griddepcontrol.launch_dependents;");
     const uint32_t g = blockIdx.z;
     const uint32_t m0 = blockIdx.x * kSfTile, k0 = blockIdx.y * kSfTile;
-    const uint32_t write_end = out_ld, read_end = mn;  // rows written / read
-    if (m0 >= write_end) return;
+    uint32_t write_end = out_ld;  // rows [0, write_end) are written
+    if (valid_rows != nullptr) {
+        const int v = __ldg(valid_rows + g);
+        if (v < static_cast<int>(mn)) write_end = v > 0 ? static_cast<uint32_t>(v) : 0u;
+    }
+    if (m0 >= write_end) return;  // uniform per block (before any __syncthreads)
+    const uint32_t read_end = write_end < mn ? write_end : mn;
 
     const float* src = in + int64_t(g) * stride_g;
     float* dst = out + uint64_t(g) * kb * out_ld;
