@@ -349,6 +349,54 @@ def test_m_grouped_masked_cuda_graph_replays_new_masks():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("prepared", [False, True])
+def test_m_grouped_masked_ignores_sfa_rows_past_masked_m(prepared):
+    """SFA rows >= masked_m[g] hold NaN: they must not reach any stored row. Per-token SFA
+    is converted on the GPU for rows < masked_m only (the rest of the converted buffer is
+    never written); prepared SFA carries the NaN into the kernel's layout."""
+    torch.manual_seed(5)
+    g, max_m, n, k = 5, 384, 1024, 7168
+    (a, sfa), b = _masked_data(g, max_m, n, k)
+    rows = [129, 0, 384, 1, 258]  # odd counts, an empty group, a full one
+    poisoned = sfa.clone()
+    for grp, r in enumerate(rows):
+        poisoned[grp, r:] = float("nan")
+    s = deep_gemm.get_mn_major_tma_aligned_tensor(poisoned) if prepared else poisoned
+    d = torch.full((g, max_m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    masked((a, s), b, d, torch.tensor(rows, dtype=I32, device="cuda"), 192)
+    torch.cuda.synchronize()
+    _check_masked(d, (a, sfa), b, rows)
+
+
+@pytest.mark.gpu
+def test_m_grouped_masked_graph_converts_sfa_for_each_replay():
+    """The SFA conversion inside a captured graph reads masked_m on the GPU at replay:
+    rows that become valid are converted, rows past it (NaN here) never matter."""
+    torch.manual_seed(12)
+    g, max_m, n, k, expected_m = 4, 512, 2048, 2048, 128
+    (a, sfa), b = _masked_data(g, max_m, n, k)
+    masked_m = torch.zeros(g, dtype=I32, device="cuda")
+    poisoned = sfa.clone()
+    d = torch.full((g, max_m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    masked((a, poisoned), b, d, masked_m, expected_m)  # compile and load outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        with torch.cuda.graph(graph, stream=stream):
+            masked((a, poisoned), b, d, masked_m, expected_m)
+    for rows in ([5, 0, 130, 512], [512, 3, 0, 77], [1, 200, 511, 2]):
+        poisoned.copy_(sfa)
+        for grp, r in enumerate(rows):
+            poisoned[grp, r:] = float("nan")
+        masked_m.copy_(torch.tensor(rows, dtype=I32))
+        d.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        _check_masked(d, (a, sfa), b, rows)
+
+
+@pytest.mark.gpu
 def test_m_grouped_masked_all_empty_and_bench_signature():
     g, max_m, n, k = 4, 256, 512, 512
     a, b = _masked_data(g, max_m, n, k)

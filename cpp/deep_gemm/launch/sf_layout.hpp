@@ -18,6 +18,7 @@ struct MnMajorSfProblem {
   int64_t groups = 1, mn = 0, kb = 0;
   int64_t stride_g = 0, stride_mn = 0, stride_k = 0;
   int64_t out_ld = 0;  // align(mn, 4)
+  const int* valid_rows = nullptr;  // device int32 [groups]: convert only rows below it (nullptr: all)
   int device = 0;
 };
 
@@ -29,14 +30,16 @@ class MnMajorSfLauncher {
   }
 
   void run(const MnMajorSfProblem& p) {
-    constexpr unsigned kThreads = 256;
+    // Tiles of 32 rows x 32 k-blocks, 32 x 8 threads (kSfTile, kSfTileRows in the impl).
+    constexpr int64_t kTile = 32;
     deep_jit::LaunchConfig lc;
-    lc.grid[0] = static_cast<unsigned>((p.out_ld + kThreads - 1) / kThreads);
-    lc.grid[1] = static_cast<unsigned>(p.kb);
+    lc.grid[0] = static_cast<unsigned>((p.out_ld + kTile - 1) / kTile);
+    lc.grid[1] = static_cast<unsigned>((p.kb + kTile - 1) / kTile);
     lc.grid[2] = static_cast<unsigned>(p.groups);
-    lc.block[0] = kThreads;
+    lc.block[0] = 32;
+    lc.block[1] = 8;
     deep_jit::launch(kernel(p.device), lc, p.in, p.out, static_cast<uint32_t>(p.mn), static_cast<uint32_t>(p.kb),
-                     p.stride_g, p.stride_mn, p.stride_k, static_cast<uint32_t>(p.out_ld));
+                     p.stride_g, p.stride_mn, p.stride_k, static_cast<uint32_t>(p.out_ld), p.valid_rows);
   }
 
  private:
@@ -53,8 +56,8 @@ class MnMajorSfLauncher {
           "#include <deep_gemm/impls/sf_layout.cuh>\n\n"
           "extern \"C\" __global__ void __launch_bounds__(256)\n"
           "dg_entry(const float* in, float* out, uint32_t mn, uint32_t kb, int64_t stride_g, int64_t stride_mn,\n"
-          "         int64_t stride_k, uint32_t out_ld) {\n"
-          "    deep_gemm::mn_major_sf_impl(in, out, mn, kb, stride_g, stride_mn, stride_k, out_ld);\n}\n",
+          "         int64_t stride_k, uint32_t out_ld, const int* valid_rows) {\n"
+          "    deep_gemm::mn_major_sf_impl(in, out, mn, kb, stride_g, stride_mn, stride_k, out_ld, valid_rows);\n}\n",
           "dg_entry");
       kernels_[device].store(&deep_jit::Runtime::get().load(src, device), std::memory_order_release);
     }

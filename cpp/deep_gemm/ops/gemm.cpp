@@ -81,8 +81,8 @@ void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::opti
   if (is_meta(d) || m == 0 || n == 0) return;  // shape-only run, or nothing to compute
 
   // Scale layouts as the kernels load them (a no-op when the caller prepared them).
-  const Tensor sfa_k = mn_major_tma_aligned(sfa, kOp);
-  const Tensor sfb_k = fp32_out ? mn_major_tma_aligned(sfb, kOp) : (sfb.is_contiguous() ? sfb : torch::stable::contiguous(sfb));
+  const Tensor sfa_k = mn_major_tma_aligned_buffer(sfa, kOp);
+  const Tensor sfb_k = fp32_out ? mn_major_tma_aligned_buffer(sfb, kOp) : (sfb.is_contiguous() ? sfb : torch::stable::contiguous(sfb));
 
   launch::Sm90Fp8Problem p;
   p.fp32_out = fp32_out;

@@ -101,7 +101,7 @@ void m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb
 
   if (is_meta(d) || m == 0 || n == 0) return;
 
-  const Tensor sfa_k = mn_major_tma_aligned(sfa, op);
+  const Tensor sfa_k = mn_major_tma_aligned_buffer(sfa, op);
   const Tensor sfb_k = contiguous_sfb(sfb);
   launch::Sm90Fp8GroupedProblem p;
   p.gemm_type = static_cast<int>(use_psum_layout ? h::Sm90GroupedType::kContiguousPsum : h::Sm90GroupedType::kContiguous);
@@ -160,7 +160,9 @@ void m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Te
 
   if (is_meta(d) || max_m == 0 || n == 0) return;
 
-  const Tensor sfa_k = mn_major_tma_aligned(sfa, op);  // [G][K/128][align(max_m, 4)]
+  // [G][K/128][align(max_m, 4)]; only rows < masked_m[g] are converted (read on the GPU,
+  // so one CUDA graph still serves every masked_m): the GEMM stores no other rows.
+  const Tensor sfa_k = mn_major_tma_aligned_buffer(sfa, op, static_cast<const int*>(masked_m.data_ptr()));
   const Tensor sfb_k = contiguous_sfb(sfb);
   launch::Sm90Fp8GroupedProblem p;
   p.gemm_type = static_cast<int>(h::Sm90GroupedType::kMasked);

@@ -60,7 +60,7 @@ void check_k_grouped_sf(const ArgChecker& chk, const Tensor& sf, const char* nam
 const float* k_grouped_sf_base(const Tensor& sf, const char* op, std::vector<Tensor>& keep) {
   if (sf.numel() == 0) return nullptr;
   // As [mn, sum_kb] (the layout helper's orientation), the required strides are (1, pad).
-  keep.push_back(mn_major_tma_aligned(torch::stable::transpose(sf, 0, 1), op));
+  keep.push_back(mn_major_tma_aligned_buffer(torch::stable::transpose(sf, 0, 1), op));
   return static_cast<const float*>(keep.back().data_ptr());
 }
 

@@ -26,17 +26,17 @@ inline void check_sf(const Tensor& sf, const char* op) {
             dtype_name(sf.scalar_type()));
 }
 
-// A converted copy of `sf`: a view over fresh storage [g, kb, pad], filled by
-// the layout kernel on the current stream.
-inline Tensor mn_major_tma_aligned_copy(const Tensor& sf, const char* op) {
+// Fresh storage [g, kb, pad] (or [kb, pad]) holding `sf` in the required layout, filled by
+// the layout kernel on the current stream. valid_rows (device int32 [g], nullptr: all rows):
+// only rows below valid_rows[g] of group g are converted, the rest is left unwritten
+// (see the impl; for the masked GEMM, which never stores those rows' results).
+inline Tensor mn_major_tma_aligned_storage(const Tensor& sf, const char* op, const int* valid_rows = nullptr) {
   check_sf(sf, op);
   const bool batched = sf.dim() == 3;
   const int64_t g = batched ? sf.size(0) : 1, mn = sf.size(batched), kb = sf.size(batched + 1), pad = tma_align4(mn);
   std::vector<int64_t> storage_shape = batched ? std::vector<int64_t>{g, kb, pad} : std::vector<int64_t>{kb, pad};
   Tensor storage = torch::stable::new_empty(sf, storage_shape);
-  Tensor transposed = torch::stable::transpose(storage, batched, batched + 1);
-  Tensor out = torch::stable::narrow(transposed, batched, 0, mn);
-  if (is_meta(sf) || sf.numel() == 0) return out;
+  if (is_meta(sf) || sf.numel() == 0) return storage;
   check_arg(sf.is_cuda(), op, "scale factors must be a CUDA tensor here, got one on ", sf.is_cpu() ? "the CPU" : "another device");
   launch::MnMajorSfProblem p;
   p.in = static_cast<const float*>(sf.data_ptr());
@@ -48,15 +48,26 @@ inline Tensor mn_major_tma_aligned_copy(const Tensor& sf, const char* op) {
   p.stride_mn = sf.stride(batched);
   p.stride_k = sf.stride(batched + 1);
   p.out_ld = pad;
+  p.valid_rows = valid_rows;
   p.device = sf.get_device_index();
   launch::MnMajorSfLauncher::get().run(p);
-  return out;
+  return storage;
 }
 
-// `sf` itself when it already has the required layout, else a converted copy.
-inline Tensor mn_major_tma_aligned(const Tensor& sf, const char* op) {
+// A converted copy of `sf` with sf's shape: the [.., mn, kb] view of the storage above.
+inline Tensor mn_major_tma_aligned_copy(const Tensor& sf, const char* op) {
+  const bool batched = sf.dim() == 3;
+  Tensor storage = mn_major_tma_aligned_storage(sf, op);
+  Tensor transposed = torch::stable::transpose(storage, batched, batched + 1);
+  return torch::stable::narrow(transposed, batched, 0, sf.size(batched));
+}
+
+// For the kernels, which only take the address: `sf` itself when it already has the
+// required layout, else the storage of a converted copy (no views built on the call path).
+// valid_rows: as for mn_major_tma_aligned_storage.
+inline Tensor mn_major_tma_aligned_buffer(const Tensor& sf, const char* op, const int* valid_rows = nullptr) {
   check_sf(sf, op);
-  return is_mn_major_tma_aligned(sf) ? sf : mn_major_tma_aligned_copy(sf, op);
+  return is_mn_major_tma_aligned(sf) ? sf : mn_major_tma_aligned_storage(sf, op, valid_rows);
 }
 
 }  // namespace deep_gemm
