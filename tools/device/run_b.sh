@@ -9,7 +9,7 @@ python3 -m pip install -q --no-deps --no-index --target /tmp/site dist/*.whl .wh
 export PYTHONPATH=/tmp/site
 cd tests
 echo "== GPU tests (nvcc)"
-timeout 240 python3 -m pytest -q -p no:cacheprovider -m gpu ${DG_TESTS:-} 2>&1 | tee "$OUT/pytest_nvcc.txt" | grep -E "passed|failed|FAILED|Error" | head -30
+timeout 330 python3 -m pytest -q -p no:cacheprovider -m gpu ${DG_TESTS:-} 2>&1 | tee "$OUT/pytest_nvcc.txt" | grep -E "passed|failed|FAILED|Error" | head -30
 cd ..
 echo "== SASS"
 for f in /tmp/dgcache/cache/*/kernel.cubin; do
