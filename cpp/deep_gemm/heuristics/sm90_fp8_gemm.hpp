@@ -65,7 +65,6 @@ struct Sm90Fp8GemmConfig {
     int num_threads = 384;       // math + one TMA producer warpgroup
     int swizzle_d = 0;           // 1D2D: TMA swizzle of the D staging tile (bytes)
     bool mma_overlap = false;    // 1D2D: promote block kb under block kb+1 (block_m <= 128, block_n <= 128)
-    bool epilogue_in_pipe = false;  // 1D2D, block_m 256: stage D in the last two A stages (no D tile)
     int gemm_type = 0;           // 1D2D: 0 dense, else an Sm90GroupedType (m-grouped MoE)
     double est_cycles = 0.0;     // model estimate used for the choice
 };
@@ -79,9 +78,9 @@ inline int sm90_fp8_epilogue_swizzle(int row_bytes) {
 }
 
 // Mirrors Fp8SmemLayout<...>::kDynamicBytes.
-inline int sm90_fp8_smem_bytes(Sm90Fp8Kind kind, int bm, int bn, int stages, bool epilogue_in_pipe = false) {
+inline int sm90_fp8_smem_bytes(Sm90Fp8Kind kind, int bm, int bn, int stages) {
     const bool is_1d1d = kind == Sm90Fp8Kind::k1D1D;
-    const int d = is_1d1d || epilogue_in_pipe ? 0 : sm90_fp8_align(bm * bn * 2, 1024);
+    const int d = is_1d1d ? 0 : sm90_fp8_align(bm * bn * 2, 1024);
     const int stage = bm * 128 + bn * 128 + sm90_fp8_align(bm * 4, 128) +
                       (is_1d1d ? sm90_fp8_align(bn * 4, 128) : 0);
     return d + stages * stage + 2 * stages * 8 + 1024;
@@ -175,8 +174,7 @@ inline double sm90_fp8_estimate_cycles(const Sm90Fp8GemmConfig& c, int m, int n,
 // automatic choice does not take them until that changes.
 inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_gemm_configs(int m, int n, int k, int num_sms, bool fp32_out,
                                                                  int max_smem_bytes = kSm90MaxSmemBytes,
-                                                                 bool allow_cluster2 = false, int num_groups = 1,
-                                                                 bool allow_epilogue_in_pipe = true) {
+                                                                 bool allow_cluster2 = false, int num_groups = 1) {
     const Sm90Fp8Kind kind = fp32_out ? Sm90Fp8Kind::k1D1D : Sm90Fp8Kind::k1D2D;
     std::vector<Sm90Fp8GemmConfig> all;
     for (int bm : {64, 128, 256}) {
@@ -208,16 +206,11 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_gemm_configs(int m, int n, i
                 // 1D2D: promote block kb while block kb+1 runs (two accumulators, which fit
                 // for block_n <= 128). The v4 form is not serialised by ptxas (no C7514).
                 c.mma_overlap = kind == Sm90Fp8Kind::k1D2D && bm <= 128 && bn <= 128;
-                // 256-row tiles stage the epilogue in the pipeline's A buffers (one
-                // 128-byte atom per 64-row slab: block_n 64 or 128; two stages per tile).
-                c.epilogue_in_pipe = allow_epilogue_in_pipe && kind == Sm90Fp8Kind::k1D2D && bm == 256 &&
-                                     (bn == 64 || bn == 128) && k >= 256;
                 int stages = sm90_fp8_max_stages(bm, bn);
-                auto smem_at = [&](int st) { return sm90_fp8_smem_bytes(kind, bm, bn, st, c.epilogue_in_pipe); };
-                while (stages > 2 && smem_at(stages) > max_smem_bytes) --stages;
-                if (smem_at(stages) > max_smem_bytes) continue;
+                while (stages > 2 && sm90_fp8_smem_bytes(kind, bm, bn, stages) > max_smem_bytes) --stages;
+                if (sm90_fp8_smem_bytes(kind, bm, bn, stages) > max_smem_bytes) continue;
                 c.stages = stages;
-                c.smem_bytes = smem_at(stages);
+                c.smem_bytes = sm90_fp8_smem_bytes(kind, bm, bn, stages);
                 c.est_cycles = sm90_fp8_estimate_cycles(c, m, n, k, num_groups);
                 // Do not launch more CTAs than tiles (keeps tiny problems cheap), cluster-aligned.
                 const long tiles = static_cast<long>(sm90_fp8_ceil_div(m, bm)) * sm90_fp8_ceil_div(n, bn) * num_groups;
@@ -258,8 +251,7 @@ inline std::string sm90_fp8_gemm_source(const Sm90Fp8GemmConfig& c, int compiled
                               std::to_string(compiled_k) + "u, " + std::to_string(c.block_m) + "u, " +
                               std::to_string(c.block_n) + "u, " + std::to_string(c.stages) + "u, " +
                               std::to_string(c.cluster) + "u, " + std::to_string(c.group_n) + "u" +
-                              (is_1d1d ? "" : c.mma_overlap ? ", true" : ", false") +
-                              (c.epilogue_in_pipe ? ", deep_gemm::GemmType::kNormal, true" : "");
+                              (is_1d1d ? "" : c.mma_overlap ? ", true" : ", false");
     std::string s;
     s += "#include <deep_gemm/impls/" + impl + ".cuh>\n\n";
     // The bound is always 384 threads: a fixed register cap at entry (168) that the
@@ -287,7 +279,7 @@ inline std::string sm90_fp8_gemm_name(const Sm90Fp8GemmConfig& c, int compiled_m
            std::to_string(compiled_m) + "n" + std::to_string(compiled_n) + "k" + std::to_string(compiled_k) +
            "_b" + std::to_string(c.block_m) + "x" + std::to_string(c.block_n) + "_s" + std::to_string(c.stages) +
            "_c" + std::to_string(c.cluster) + "_g" + std::to_string(c.group_n) +
-           (c.mma_overlap ? "_o" : "") + (c.epilogue_in_pipe ? "_e" : "");
+           (c.mma_overlap ? "_o" : "");
 }
 
 // One tensor map, in the terms of deep_jit::make_tensor_map_2d.
@@ -356,11 +348,10 @@ inline const char* sm90_grouped_type_name(int t) {
 // multiple of 128 (a tile then holds at most two groups, split at its middle row).
 inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_grouped_configs(int gemm_type, int m, int num_groups, int n,
                                                                     int k, int num_sms, int align_m,
-                                                                    int max_smem_bytes = kSm90MaxSmemBytes,
-                                                                    bool allow_epilogue_in_pipe = true) {
+                                                                    int max_smem_bytes = kSm90MaxSmemBytes) {
     std::vector<Sm90Fp8GemmConfig> out;
     for (auto c : rank_sm90_fp8_gemm_configs(std::max(m, 1), n, k, num_sms, false, max_smem_bytes, false,
-                                             std::max(num_groups, 1), allow_epilogue_in_pipe)) {
+                                             std::max(num_groups, 1))) {
         // block_n 192 spills at the grouped kernels' 224 registers.
         if (c.cluster != 1 || c.block_n > 160) continue;
         if (gemm_type != static_cast<int>(Sm90GroupedType::kMasked) && align_m % std::min(c.block_m, 128) != 0)
@@ -369,8 +360,8 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_grouped_configs(int gemm_typ
         if (gemm_type != static_cast<int>(Sm90GroupedType::kContiguous)) c.grid_x = num_sms;
         // Masked and psum walk the groups with a cursor (producer on 56 registers, math on
         // 224): a second accumulator spilled 8 bytes there (CUDA 13.0), so they keep the
-        // plain schedule. The contiguous index layout's 128-row tiles run on the dense
-        // budget (40 / 232) and overlap the promotion like the dense kernel.
+        // plain schedule. The contiguous index layout runs on the dense budget (40 / 232)
+        // and overlaps the promotion like the dense kernel.
         if (c.mma_overlap && gemm_type != static_cast<int>(Sm90GroupedType::kContiguous)) {
             c.mma_overlap = false;
             c.est_cycles = sm90_fp8_estimate_cycles(c, std::max(m, 1), n, k, std::max(num_groups, 1));
@@ -389,8 +380,7 @@ inline std::string sm90_fp8_grouped_source(const Sm90Fp8GemmConfig& c, int compi
                               std::to_string(compiled_k) + "u, " + std::to_string(c.block_m) + "u, " +
                               std::to_string(c.block_n) + "u, " + std::to_string(c.stages) + "u, 1u, " +
                               std::to_string(c.group_n) + "u, " + (c.mma_overlap ? "true" : "false") +
-                              ", deep_gemm::GemmType::" + sm90_grouped_type_name(c.gemm_type) +
-                              (c.epilogue_in_pipe ? ", true" : "");
+                              ", deep_gemm::GemmType::" + sm90_grouped_type_name(c.gemm_type);
     std::string s;
     s += "#include <deep_gemm/impls/sm90_fp8_gemm_1d2d.cuh>\n\n";
     s += "extern \"C\" __global__ void __launch_bounds__(384, 1)\n";
@@ -409,7 +399,7 @@ inline std::string sm90_fp8_grouped_name(const Sm90Fp8GemmConfig& c, int compile
     return std::string("sm90_fp8_1d2d_") + tags[t] + "_m" + std::to_string(compiled_m) + "n" +
            std::to_string(compiled_n) + "k" + std::to_string(compiled_k) + "_b" + std::to_string(c.block_m) + "x" +
            std::to_string(c.block_n) + "_s" + std::to_string(c.stages) + "_g" + std::to_string(c.group_n) +
-           (c.mma_overlap ? "_o" : "") + (c.epilogue_in_pipe ? "_e" : "");
+           (c.mma_overlap ? "_o" : "");
 }
 
 // Tensor maps of a grouped launch, in argument order (a, b, sfa, d).

@@ -97,20 +97,6 @@ inline int forced_block_m() {
   return value;
 }
 
-// DG_SM90_FP8_EPILOGUE_IN_PIPE=0 gives 256-row tiles a dedicated epilogue staging tile
-// (3 stages at 256x128) instead of staging in the pipeline (4 stages). For A/B tuning.
-inline bool epilogue_in_pipe_allowed() {
-  static const bool value = [] {
-    const char* v = std::getenv("DG_SM90_FP8_EPILOGUE_IN_PIPE");
-    if (!v || !*v) return true;
-    const std::string s(v);
-    if (s != "0" && s != "1")
-      throw std::runtime_error("deep_gemm: DG_SM90_FP8_EPILOGUE_IN_PIPE must be 0 or 1, got '" + s + "'");
-    return s == "1";
-  }();
-  return value;
-}
-
 inline bool block_m_allowed(const h::Sm90Fp8GemmConfig& c) {
   return forced_block_m() == 0 || c.kind == h::Sm90Fp8Kind::k1D1D || c.block_m == forced_block_m();
 }
@@ -118,7 +104,7 @@ inline bool block_m_allowed(const h::Sm90Fp8GemmConfig& c) {
 inline h::Sm90Fp8GemmConfig choose_config(const ConfigKey& key, int max_smem) {
   const int cluster = forced_cluster();
   for (const auto& c : h::rank_sm90_fp8_gemm_configs(key.m, key.n, key.k, key.num_sms, key.fp32_out, max_smem,
-                                                     cluster == 2, 1, epilogue_in_pipe_allowed())) {
+                                                     cluster == 2)) {
     if (cluster != 0 && c.cluster != cluster) continue;
     if (!block_m_allowed(c)) continue;
     if (c.block_m % key.mult_m == 0 && c.block_n % key.mult_n == 0) return c;
@@ -206,8 +192,7 @@ class Sm90Fp8GemmLauncher {
       std::fprintf(stderr, "deep_gemm: %s m=%d n=%d k=%d -> block %dx%d, %d stages, cluster %d, grid %d, smem %d B%s%s\n",
                    p.fp32_out ? "fp8_gemm 1D1D" : "fp8_gemm 1D2D", p.m, p.n, p.k, e.cfg.block_m, e.cfg.block_n,
                    e.cfg.stages, e.cfg.cluster, e.cfg.grid_x, e.cfg.smem_bytes,
-                   e.cfg.mma_overlap ? ", overlapped promotion" : "",
-                   e.cfg.block_m == 256 ? (e.cfg.epilogue_in_pipe ? ", two slabs per warpgroup, epilogue in the pipeline" : ", two slabs per warpgroup") : "");
+                   e.cfg.mma_overlap ? ", overlapped promotion" : "", e.cfg.block_m == 256 ? ", two slabs per warpgroup" : "");
     std::lock_guard<std::mutex> lock(mu_);
     return entries_.try_emplace(ckey, e).first->second;
   }

@@ -46,7 +46,7 @@ struct GroupedKeyHash {
 
 inline h::Sm90Fp8GemmConfig choose_grouped_config(const GroupedKey& key, int max_smem) {
   for (const auto& c : h::rank_sm90_fp8_grouped_configs(key.gemm_type, key.m, key.groups, key.n, key.k, key.num_sms,
-                                                        key.align_m, max_smem, epilogue_in_pipe_allowed())) {
+                                                        key.align_m, max_smem)) {
     if (block_m_allowed(c) && c.block_m % key.mult_m == 0 && c.block_n % key.mult_n == 0) return c;
   }
   throw std::runtime_error(deep_jit::detail::cat(
@@ -104,7 +104,7 @@ class Sm90Fp8GroupedLauncher {
                    "deep_gemm: %s (%s) m=%d n=%d k=%d groups=%d -> block %dx%d, %d stages, grid %d, smem %d B%s\n",
                    op, h::sm90_grouped_type_name(cfg.gemm_type), p.m_for_config, p.n, p.k, p.groups_for_config,
                    cfg.block_m, cfg.block_n, cfg.stages, cfg.grid_x, cfg.smem_bytes,
-                   cfg.mma_overlap ? ", overlapped promotion" : cfg.epilogue_in_pipe ? ", epilogue in the pipeline" : "");
+                   cfg.mma_overlap ? ", overlapped promotion" : "");
     std::lock_guard<std::mutex> lock(mu_);
     return entries_.try_emplace(key, e).first->second;
   }

@@ -53,16 +53,6 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
     return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-// Where a warpgroup stages its slabs for the TMA store: slab i's column atoms
-// ([64 rows][kSwizzle bytes] each, 1024-byte aligned) start at slab[i], atom_stride apart.
-// Either the dedicated staging tile (atoms back to back) or, with the epilogue in the
-// pipeline, this warpgroup's own A rows of the tile's last two stages.
-template <uint32_t kSlabs>
-struct Staging {
-    uint8_t* slab[kSlabs];
-    uint32_t atom_stride;
-};
-
 // Epilogue of one warpgroup, in three steps: its kSlabs x 64 rows of the tile go to shared
 // memory as bf16 via stmatrix, laid out per slab as column "atoms" of [64 rows][kSwizzle
 // bytes] in the TMA swizzle pattern (conflict-free stmatrix rows), then one thread
@@ -72,19 +62,8 @@ template <uint32_t kBlockN>
 struct EpilogueBf16 {
     static constexpr uint32_t kSwizzle = epilogue_swizzle_bytes(kBlockN * 2);
     static constexpr uint32_t kAtomBytes = 64 * kSwizzle;
-    static constexpr uint32_t kAtoms = kBlockN * 2 / kSwizzle;  // column atoms per slab
     static constexpr uint32_t kSlabBytes = 64 * kBlockN * 2;
     static_assert(kSwizzle != 0, "BLOCK_N must be a multiple of 16");
-
-    // The dedicated staging tile of a warpgroup: its slabs back to back.
-    template <uint32_t kSlabs>
-    static __device__ __forceinline__ Staging<kSlabs> dedicated(uint8_t* stage_wg) {
-        Staging<kSlabs> st;
-#pragma unroll
-        for (uint32_t i = 0; i < kSlabs; ++i) st.slab[i] = stage_wg + i * kSlabBytes;
-        st.atom_stride = kAtomBytes;
-        return st;
-    }
 
     // The previous tile's stores must have finished reading the staging buffer.
     static __device__ __forceinline__ void begin(uint32_t bar_id) {
@@ -92,17 +71,15 @@ struct EpilogueBf16 {
         ptx::named_barrier_sync(bar_id, 128);
     }
 
-    static __device__ __forceinline__ void stage(const float (&result)[kBlockN / 2], uint8_t* slab,
-                                                 uint32_t atom_stride) {
+    static __device__ __forceinline__ void stage(const float (&result)[kBlockN / 2], uint8_t* slab) {
         const uint32_t thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
         const uint32_t base = ptx::smem_addr(slab);
         const uint32_t row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
 #pragma unroll
         for (uint32_t p = 0; p < kBlockN / 16; ++p) {
             const uint32_t col_byte = p * 32 + (lane / 16) * 16;
-            uint32_t off = row * kSwizzle + col_byte % kSwizzle;
+            uint32_t off = (col_byte / kSwizzle) * kAtomBytes + row * kSwizzle + col_byte % kSwizzle;
             off ^= ((off >> 7) & (kSwizzle / 16 - 1)) << 4;  // the TMA's address-bit XOR swizzle
-            off += (col_byte / kSwizzle) * atom_stride;      // atoms are 1024-byte aligned
             ptx::stmatrix_x4(base + off,
                              pack_bf16x2(result[8 * p + 0], result[8 * p + 1]),
                              pack_bf16x2(result[8 * p + 2], result[8 * p + 3]),
@@ -111,11 +88,11 @@ struct EpilogueBf16 {
         }
     }
 
-    // Slab i goes to rows row0 + slab_stride * i; only the slabs set in `slab_mask`
-    // (warpgroup-uniform) are stored.
+    // Slab i of `stage_wg` goes to rows row0 + slab_stride * i; only the slabs set in
+    // `slab_mask` (warpgroup-uniform) are stored.
     template <uint32_t kSlabs>
-    static __device__ __forceinline__ void finish(const Staging<kSlabs>& st, const CUtensorMap* tmap_d,
-                                                  uint32_t bar_id, uint32_t row0, uint32_t slab_stride, uint32_t n0,
+    static __device__ __forceinline__ void finish(uint8_t* stage_wg, const CUtensorMap* tmap_d, uint32_t bar_id,
+                                                  uint32_t row0, uint32_t slab_stride, uint32_t n0,
                                                   uint32_t slab_mask = (1u << kSlabs) - 1) {
         ptx::fence_proxy_async_smem();
         ptx::named_barrier_sync(bar_id, 128);
@@ -124,8 +101,8 @@ struct EpilogueBf16 {
             for (uint32_t i = 0; i < kSlabs; ++i) {
                 if (!(slab_mask >> i & 1u)) continue;
 #pragma unroll
-                for (uint32_t a = 0; a < kAtoms; ++a)
-                    ptx::tma_store_2d(tmap_d, st.slab[i] + a * st.atom_stride,
+                for (uint32_t a = 0; a < kBlockN * 2 / kSwizzle; ++a)
+                    ptx::tma_store_2d(tmap_d, stage_wg + i * kSlabBytes + a * kAtomBytes,
                                       static_cast<int32_t>(n0 + a * kSwizzle / 2),
                                       static_cast<int32_t>(row0 + i * slab_stride));
             }
@@ -135,14 +112,14 @@ struct EpilogueBf16 {
 };
 
 template <uint32_t kBlockN, uint32_t kSlabs>
-__device__ __forceinline__ void store_tile_bf16(const float (&result)[kSlabs][kBlockN / 2], const Staging<kSlabs>& st,
+__device__ __forceinline__ void store_tile_bf16(const float (&result)[kSlabs][kBlockN / 2], uint8_t* stage_wg,
                                                 const CUtensorMap* tmap_d, uint32_t bar_id, uint32_t row0,
                                                 uint32_t slab_stride, uint32_t n0) {
     using Epi = EpilogueBf16<kBlockN>;
     Epi::begin(bar_id);
 #pragma unroll
-    for (uint32_t i = 0; i < kSlabs; ++i) Epi::stage(result[i], st.slab[i], st.atom_stride);
-    Epi::template finish<kSlabs>(st, tmap_d, bar_id, row0, slab_stride, n0);
+    for (uint32_t i = 0; i < kSlabs; ++i) Epi::stage(result[i], stage_wg + i * Epi::kSlabBytes);
+    Epi::template finish<kSlabs>(stage_wg, tmap_d, bar_id, row0, slab_stride, n0);
 }
 
 // One slab's valid rows written straight from registers (bf16 pairs, columns < n; the row
@@ -171,7 +148,7 @@ __device__ __forceinline__ void store_rows_direct(const float (&result)[kBlockN 
 // rows are all stored goes through shared memory and the TMA like store_tile_bf16; the
 // others are written row by row from registers.
 template <uint32_t kBlockN, uint32_t kSlabs>
-__device__ __forceinline__ void store_tile_bf16_rows(const float (&result)[kSlabs][kBlockN / 2], const Staging<kSlabs>& st,
+__device__ __forceinline__ void store_tile_bf16_rows(const float (&result)[kSlabs][kBlockN / 2], uint8_t* stage_wg,
                                                      const CUtensorMap* tmap_d, uint32_t bar_id, uint32_t row0,
                                                      uint32_t slab_stride, uint32_t n0, const bool (&lo_ok)[kSlabs],
                                                      const bool (&hi_ok)[kSlabs], __nv_bfloat16* d, uint32_t ld_d,
@@ -188,12 +165,12 @@ __device__ __forceinline__ void store_tile_bf16_rows(const float (&result)[kSlab
 #pragma unroll
     for (uint32_t i = 0; i < kSlabs; ++i) {
         if (full_mask >> i & 1u)
-            Epi::stage(result[i], st.slab[i], st.atom_stride);
+            Epi::stage(result[i], stage_wg + i * Epi::kSlabBytes);
         else
             store_rows_direct<kBlockN>(result[i], row0 + i * slab_stride + warp * 16 + lane / 4, lo_ok[i], hi_ok[i],
                                        n0, d, ld_d, n);
     }
-    if (full_mask != 0) Epi::template finish<kSlabs>(st, tmap_d, bar_id, row0, slab_stride, n0, full_mask);
+    if (full_mask != 0) Epi::template finish<kSlabs>(stage_wg, tmap_d, bar_id, row0, slab_stride, n0, full_mask);
 }
 
 }  // namespace sm90_1d2d
@@ -224,15 +201,10 @@ struct SlabCount {
 //                 or rows per group (masked: A/D [G * shape_m, .], SFA [G][K/128][align4]);
 //                 grouped_layout / num_groups / align_m feed the scheduler; d / ld_d are the
 //                 output for tiles with rows that must not be written. Unused for kNormal.
-//   kEpilogueInPipe  BLOCK_M 256, BLOCK_N 64 or 128, K >= 256: no staging tile for the
-//                 epilogue (64 KB at 256x128, which left room for only 3 stages); each
-//                 warpgroup stages its result in its own A rows of the tile's last two
-//                 stages, which it hands back to the producer once the TMA store has read
-//                 them. The freed shared memory buys a fourth stage.
 // Block: 128 * (min(kBlockM / 64, 2) + 1) threads; dynamic smem: Fp8SmemLayout<...>::kDynamicBytes.
 template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
           uint32_t kStages, uint32_t kCluster, uint32_t kGroupN, bool kOverlapMma = false,
-          GemmType kGemmType = GemmType::kNormal, bool kEpilogueInPipe = false>
+          GemmType kGemmType = GemmType::kNormal>
 __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32_t shape_n, uint32_t shape_k,
                                                         const float* __restrict__ sfb,
                                                         const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
@@ -250,21 +222,15 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "BLOCK_N: multiple of 16 in [16, 256]");
     static_assert(sm90_1d2d::kAtMostTwoSfbBlocks<kBlockN>, "a tile may span three SFB blocks");
     static_assert(!kOverlapMma || kBlockN <= 128, "two accumulators need BLOCK_N <= 128");
-    static_assert(!kEpilogueInPipe || (kSlabs == 2 && (kBlockN == 64 || kBlockN == 128)),
-                  "epilogue in the pipeline: BLOCK_M 256 and BLOCK_N 64 or 128 (one 128-byte atom per A slab)");
-    using Layout = Fp8SmemLayout<kBlockM, kBlockN, kStages, false, kEpilogueInPipe ? 0u : kBlockM * kBlockN * 2>;
-    using Epi = sm90_1d2d::EpilogueBf16<kBlockN>;
+    using Layout = Fp8SmemLayout<kBlockM, kBlockN, kStages, false, kBlockM * kBlockN * 2>;
     using Scheduler = TileScheduler<kGemmType, kBlockM, kBlockN, kGroupN, kCluster>;
-    // The producer thread spilled at 40 registers with the group-walking schedulers
-    // (masked, psum: a cursor) and with 256-row tiles (8-16 bytes with compile-time N and
-    // K at 4 stages; the contiguous index layout's tile split): give it 56 and the math
-    // warpgroups 224 (the same 64K total: 128 * (168 - 56) == 256 * (224 - 168);
-    // setmaxnreg wants multiples of 8). The others keep kProducerRegs / kMathRegs (the
-    // overlapped promotion's second accumulator spilled at 224).
-    constexpr bool kBigProducer = kGemmType == GemmType::kMGroupedMasked ||
-                                  kGemmType == GemmType::kMGroupedContiguousPsum || kBlockM == 256;
-    constexpr uint32_t kProdRegs = kBigProducer ? 56 : kProducerRegs;
-    constexpr uint32_t kMathRegsHere = kBigProducer ? 224 : kMathRegs;
+    // The group-walking schedulers (masked, psum) keep a cursor in the producer thread,
+    // which spilled at 40 registers: give it 56 and the math warpgroups 224 (the same 64K
+    // total: 128 * (168 - 56) == 256 * (224 - 168); setmaxnreg wants multiples of 8).
+    // kNormal and the contiguous index layout keep kProducerRegs / kMathRegs.
+    constexpr bool kWalksGroups = kGemmType == GemmType::kMGroupedMasked || kGemmType == GemmType::kMGroupedContiguousPsum;
+    constexpr uint32_t kProdRegs = kWalksGroups ? 56 : kProducerRegs;
+    constexpr uint32_t kMathRegsHere = kWalksGroups ? 224 : kMathRegs;
 
     const uint32_t m = shape_dim<kShapeM>(shape_m);
     const uint32_t n = shape_dim<kShapeN>(shape_n);
@@ -274,8 +240,6 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
 
     extern __shared__ uint8_t smem_raw[];
     const Layout smem(smem_raw);
-    // The host picks kEpilogueInPipe only for K >= 256: a tile must own two stages.
-    if (kEpilogueInPipe && num_k_blocks < 2) __trap();
 
     if (threadIdx.x == kNumMathThreads) {
         ptx::tma_prefetch_map(tmap_a);
@@ -362,16 +326,13 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                         const float next_0 = __ldg(sfb_row0 + kb_next), next_1 = __ldg(sfb_row1 + kb_next);
 
                         ptx::mbar_wait(smem.full(s), pipe.phase);
-                        // With the epilogue in the pipeline, the last two stages are handed back
-                        // after the epilogue (it stages the result in them).
-                        const bool hold = kEpilogueInPipe && kb + 2 >= num_k_blocks;
 #pragma unroll
                         for (uint32_t sl = 0; sl < kActive; ++sl) {
                             const float sfa_lo = smem.sfa(s)[row_lo + sl * kSlabStride];
                             const float sfa_hi = smem.sfa(s)[row_lo + sl * kSlabStride + 8];
                             mma_k_block<kBlockN>(ptx::desc_advance(descs.a(s), sl * kSlabStride * kBlockK), descs.b(s),
                                                  acc);
-                            if (sl == kActive - 1 && !hold) release_stage<kCluster>(smem.empty(s), lane, tile.peer_alive);
+                            if (sl == kActive - 1) release_stage<kCluster>(smem.empty(s), lane, tile.peer_alive);
                             sm90_1d2d::promote<kBlockN>(result[sl], acc, sfa_lo, sfa_hi, sfb_0, sfb_1, first_cols);
                         }
                         sfb_0 = next_0;
@@ -447,36 +408,15 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
             } else {
                 plain_k_loop(SlabCount<1>{});
             }
+            uint8_t* stage_wg = smem.d() + wg * kSlabs * 64 * kBlockN * 2;
             const uint32_t bar_id = 1 + wg;  // named barrier per math warpgroup (0 = __syncthreads)
-            sm90_1d2d::Staging<kSlabs> staging;
-            uint32_t held[2] = {0, 0};  // the stages this warpgroup still holds (epilogue in the pipeline)
-            if constexpr (kEpilogueInPipe) {
-                // Slab i goes to the A rows this warpgroup read in the tile's last-but-i stage:
-                // atom a of it to A rows 64 (wg + 2 a), this warpgroup's slab a of that stage.
-                held[0] = (pipe.stage + kStages - 1) % kStages;
-                held[1] = (pipe.stage + kStages - 2) % kStages;
-#pragma unroll
-                for (uint32_t i = 0; i < kSlabs; ++i) staging.slab[i] = smem.a(held[i]) + wg * 64 * kBlockK;
-                staging.atom_stride = kSlabStride * kBlockK;
+            if constexpr (kGemmType == GemmType::kNormal) {
+                // Rows >= M (also of slabs not computed, left at zero) are clipped by the TMA.
+                sm90_1d2d::store_tile_bf16<kBlockN, kSlabs>(result, stage_wg, tmap_d, bar_id, m0 + wg * 64,
+                                                            kSlabStride, n0);
             } else {
-                staging = Epi::template dedicated<kSlabs>(smem.d() + wg * kSlabs * Epi::kSlabBytes);
-            }
-            if (n_active > 0) {
-                if constexpr (kGemmType == GemmType::kNormal) {
-                    // Rows >= M (also of slabs not computed, left at zero) are clipped by the TMA.
-                    sm90_1d2d::store_tile_bf16<kBlockN, kSlabs>(result, staging, tmap_d, bar_id, m0 + wg * 64,
-                                                                kSlabStride, n0);
-                } else {
-                    sm90_1d2d::store_tile_bf16_rows<kBlockN, kSlabs>(result, staging, tmap_d, bar_id, m0 + wg * 64,
-                                                                     kSlabStride, n0, lo_ok, hi_ok, d, ld_d, n);
-                }
-                if constexpr (kEpilogueInPipe) {
-                    // Hand the two stages back once the TMA has read the staged result.
-                    if (threadIdx.x % 128 == 0) ptx::tma_store_wait_read<0>();
-                    ptx::named_barrier_sync(bar_id, 128);
-                    release_stage<kCluster>(smem.empty(held[0]), lane, tile.peer_alive);
-                    release_stage<kCluster>(smem.empty(held[1]), lane, tile.peer_alive);
-                }
+                sm90_1d2d::store_tile_bf16_rows<kBlockN, kSlabs>(result, stage_wg, tmap_d, bar_id, m0 + wg * 64,
+                                                                 kSlabStride, n0, lo_ok, hi_ok, d, ld_d, n);
             }
         }
         if (threadIdx.x % 128 == 0) ptx::tma_store_wait<0>();
