@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# A/B of a process-wide knob on the device (carry dist and .whl): the bench suites without
+# peers, alternating the knob's values in separate processes, twice each, so clock drift
+# shows up as a spread rather than as a difference.
+#   AB_VAR=DG_SM90_FP8_EPILOGUE_IN_PIPE AB_VALUES="1 0" AB_SUITES="fp8 grouped" \
+#   AB_TESTS="test_fp8_gemm.py test_grouped.py" bash tools/device/ab_env.sh
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 DG_JIT_CACHE_DIR=/tmp/dgcache
+python3 -m pip install -q --no-deps --no-index --target /tmp/site dist/*.whl .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site
+if [ -n "${AB_TESTS:-}" ]; then
+  echo "== GPU tests: $AB_TESTS"
+  (cd tests && timeout 300 python3 -m pytest -q -p no:cacheprovider -m gpu $AB_TESTS 2>&1 | tee "$OUT/pytest.txt" \
+     | grep -E "passed|failed|FAILED|Error" | head -20)
+fi
+for round in 1 2; do
+  for v in ${AB_VALUES:?}; do
+    for suite in ${AB_SUITES:-fp8 grouped}; do
+      echo "== $AB_VAR=$v $suite (round $round)"
+      env "$AB_VAR=$v" timeout 150 python3 -m deep_gemm.bench --suite "$suite" --no-peers --skip-extras \
+          --json "$OUT/ab_${suite}_${v}_${round}.json" 2>&1 | grep -E "^(fp8|grouped) " | awk '{print $2, $3, $4, $5, $6, $7, $8}'
+    done
+  done
+done
