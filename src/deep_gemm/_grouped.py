@@ -71,10 +71,12 @@ def m_grouped_fp8_gemm_nt_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tu
     CUDA-graph safe and cause no device-to-host sync):
 
     * ``use_psum_layout=False``: ``[M_sum]``, the group index of every row, ``-1`` for
-      padding rows. Each group's rows start at a multiple of
-      :func:`get_mk_alignment_for_contiguous_layout` (pad each group with ``-1`` rows; so
-      ``M_sum`` is a multiple of it). Output rows of padding rows are not written, and
-      whole tiles of padding are skipped.
+      padding rows. Each group's rows are one contiguous run starting at a multiple of
+      :func:`get_mk_alignment_for_contiguous_layout`, followed by its ``-1`` padding up to
+      the next multiple (so ``M_sum`` is a multiple of it). Output rows of padding rows are
+      not written, and whole tiles of padding are skipped. (The kernels rely on this shape:
+      ``-1`` rows inside a group's run, or a group split into several runs, are not
+      supported.)
     * ``use_psum_layout=True``: ``[G]``, cumulative row ends: group ``g`` owns rows
       ``[align(ends[g-1], alignment), ends[g])`` (``ends[-1] = 0``, alignment as above),
       i.e. ``ends[g] = start[g] + rows[g]`` with the starts of the padded layout; an empty

@@ -48,6 +48,7 @@ struct TileInfo {
     uint32_t group;    // the expert: selects B's rows and SFB
     uint32_t m0;       // first row of the tile in A / D (2-D views)
     uint32_t row_end;  // rows >= row_end are neither computed nor stored
+    bool uniform;      // contiguous index layout: every row in [m0, row_end) is of `group`
 };
 
 template <GemmType kGemmType, uint32_t kBlockM, uint32_t kBlockN, uint32_t kGroupN,
@@ -67,8 +68,10 @@ struct TileScheduler {
     uint32_t shape_m = 0, shape_n = 0, num_groups = 0, align_m = 1;
     // Cursor of the group walk (kept small: the producer thread runs on 40 registers).
     uint32_t cur_group = 0, cur_base = 0, cur_start = 0, cur_end = 0;
-    // Contiguous, BLOCK_M 256: group of the pending second half of the last tile, or -1.
+    // Contiguous, BLOCK_M 256: group of the pending second half of the last tile, or -1;
+    // bit 30 set: that half is uniform (see TileInfo).
     int pending_group = -1;
+    static constexpr int kUniformBit = 1 << 30;
 
     // m: rows of A (M_sum; per group for masked). grouped_layout / groups / align: see above.
     __device__ __forceinline__ TileScheduler(uint32_t m, uint32_t n, const int* grouped_layout = nullptr,
@@ -114,10 +117,14 @@ struct TileScheduler {
     // Next tile of this CTA; false once it has none left.
     __device__ __forceinline__ bool next(TileInfo& info) {
         if constexpr (kGemmType == GemmType::kMGroupedContiguous) {
+            // Groups are contiguous runs of rows, padding only at their ends: a row range
+            // whose first and last rows are of group g holds only rows of g (`uniform`), and
+            // the epilogue then needs no per-row layout reads.
             constexpr uint32_t kHalf = kBlockM / 2;
             if (kBlockM > 128 && pending_group >= 0) {
                 // The second half of the previous tile (same n-block), of the next group.
-                info.group = static_cast<uint32_t>(pending_group);
+                info.group = static_cast<uint32_t>(pending_group & (kUniformBit - 1));
+                info.uniform = (pending_group & kUniformBit) != 0;
                 info.m0 = info.row_end;
                 info.row_end = min(info.m0 + kHalf, shape_m);
                 pending_group = -1;
@@ -128,13 +135,13 @@ struct TileScheduler {
                 if (t >= num_tiles) return false;
                 tile_coords(t, info.m_block, info.n_block);
                 const uint32_t m0 = info.m_block * kBlockM, end = min(m0 + kBlockM, shape_m);
-                const int g = __ldg(layout + m0);
+                const bool has_half = kBlockM > 128 && m0 + kHalf < shape_m;
+                // All loads of the tile at once (one round trip).
+                const int g = __ldg(layout + m0), g_last = __ldg(layout + end - 1);
+                int g2 = has_half ? __ldg(layout + m0 + kHalf) : -1;
+                const int g_mid_last = has_half ? __ldg(layout + m0 + kHalf - 1) : -1;
                 const bool g_ok = g >= 0 && static_cast<uint32_t>(g) < num_groups;
-                int g2 = -1;
-                if (kBlockM > 128 && m0 + kHalf < shape_m) {
-                    g2 = __ldg(layout + m0 + kHalf);
-                    if (g2 < 0 || static_cast<uint32_t>(g2) >= num_groups || g2 == g) g2 = -1;
-                }
+                if (g2 < 0 || static_cast<uint32_t>(g2) >= num_groups || g2 == g) g2 = -1;
                 if (!g_ok && g2 < 0) continue;  // padding: skip the tile
                 info.multicast_a = false;
                 info.peer_alive = true;
@@ -142,12 +149,14 @@ struct TileScheduler {
                     info.group = static_cast<uint32_t>(g2);
                     info.m0 = m0 + kHalf;
                     info.row_end = end;
+                    info.uniform = g_last == g2;
                     return true;
                 }
                 info.group = static_cast<uint32_t>(g);
                 info.m0 = m0;
                 info.row_end = g2 >= 0 ? m0 + kHalf : end;
-                pending_group = g2;
+                info.uniform = (g2 >= 0 ? g_mid_last : g_last) == g;
+                pending_group = g2 >= 0 ? (g2 | (g_last == g2 ? kUniformBit : 0)) : -1;
                 return true;
             }
         } else if constexpr (kWalkGroups) {
@@ -213,7 +222,7 @@ struct TileScheduler {
     // Whether output row `row` (2-D view) of this tile is stored.
     __device__ __forceinline__ bool row_valid(const TileInfo& info, uint32_t row) const {
         if constexpr (kGemmType == GemmType::kMGroupedContiguous)
-            return row < info.row_end && __ldg(layout + row) == static_cast<int>(info.group);
+            return row < info.row_end && (info.uniform || __ldg(layout + row) == static_cast<int>(info.group));
         else if constexpr (kGrouped) return row < info.row_end;
         else return true;
     }
