@@ -2,6 +2,7 @@
 # every cached kernel, then the benches.
 #   DG_TESTS="test_fp8_gemm.py test_grouped.py"  test files (default: all of tests/)
 #   DG_BENCH_SUITES="fp8 grouped"                 bench suites ("none" to skip)
+#   DG_SANITIZE=1                                 also compute-sanitizer memcheck of the new paths
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 DG_JIT_CACHE_DIR=/tmp/dgcache
@@ -16,6 +17,14 @@ for f in /tmp/dgcache/cache/*/kernel.cubin; do
   n=$(basename "$(dirname "$f")"); s=$(cuobjdump --dump-sass "$f")
   echo "$n QGMMA=$(grep -c QGMMA <<<"$s") LDL=$(grep -c 'LDL' <<<"$s") STL=$(grep -c 'STL' <<<"$s")"
 done > "$OUT/sass.txt"; grep -E "LDL=[1-9]|STL=[1-9]" "$OUT/sass.txt"; echo "$(wc -l < "$OUT/sass.txt") kernels checked"
+if [ -n "${DG_SANITIZE:-}" ]; then
+  # memcheck of the 256-row m-grouped paths (contiguous tiles split at their middle row,
+  # slabs skipped, direct row stores) and of the dense paths of tools/device/sanitize_new_paths.py.
+  echo "== compute-sanitizer (memcheck)"
+  DG_SM90_FP8_BLOCK_M=256 timeout 240 compute-sanitizer --tool memcheck python3 tests/forced_block_m_child.py 2>&1 \
+    | grep -E "CASE|ERROR SUMMARY|Error|error" | tail -12
+  timeout 200 compute-sanitizer --tool memcheck python3 tools/device/sanitize_new_paths.py 2>&1 | tail -2
+fi
 for suite in ${DG_BENCH_SUITES:-fp8 grouped}; do
   [ "$suite" = none ] && continue
   echo "== bench $suite"

@@ -164,7 +164,12 @@ inline double sm90_fp8_estimate_cycles(const Sm90Fp8GemmConfig& c, int m, int n,
     // The SM work and the DRAM stream overlap only in part (kernel_bench v5: M = 128 shapes ran
     // 1.5-1.9x their DRAM time): the larger of the two plus 30% of the smaller.
     const double sm_work = waves * tile + 1500.0;
-    return std::max(sm_work, dram) + 0.3 * std::min(sm_work, dram);
+    // One-warpgroup tiles also lose when the DRAM stream bounds the kernel (the 1.25 above
+    // then hardly counts): with M = 128, 128-row tiles ran 17% faster at 128x7168x16384
+    // (45.5 vs 55.0 us) and 4% at 128x4096x7168, while 64x32 stayed 6% ahead at
+    // 128x2112x7168 (NOTES.md, 2026-11-30 session 4, DG_SM90_FP8_BLOCK_M A/B).
+    const double one_wg_overall = c.block_m == 64 ? 1.1 : 1.0;
+    return (std::max(sm_work, dram) + 0.3 * std::min(sm_work, dram)) * one_wg_overall;
 }
 
 // Every legal configuration for an m x n x k problem on `num_sms` SMs, best first by the
