@@ -1,5 +1,6 @@
-"""Kernel time of one large FP8 GEMM with the backend chosen by DG_JIT_USE_NVRTC
-(run once per backend in separate processes; prints one line)."""
+"""Kernel time of one large FP8 GEMM (DG_SHAPE="m,n,k", default 4096,7168,16384) with the
+backend chosen by DG_JIT_USE_NVRTC (run once per backend in separate processes; prints
+one line)."""
 
 import os
 
@@ -8,7 +9,7 @@ import torch
 import deep_gemm
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
 
-m, n, k = 4096, 7168, 16384
+m, n, k = (int(x) for x in os.environ.get("DG_SHAPE", "4096,7168,16384").split(","))
 a = per_token_cast_to_fp8(torch.randn(m, k, device="cuda"), use_ue8m0=False)
 b = per_block_cast_to_fp8(torch.randn(n, k, device="cuda"), use_ue8m0=False)
 a = (a[0], deep_gemm.get_mn_major_tma_aligned_tensor(a[1]))
