@@ -117,6 +117,11 @@ def m_grouped_fp8_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[
     written. The host never reads ``masked_m``: one captured CUDA graph serves every
     distribution. ``expected_m`` (> 0, typical valid rows per group) only steers the
     configuration choice. ``disable_ue8m0_cast`` has no effect on SM90.
+
+    SFA rows ``>= masked_m[g]`` do not affect the result (they may hold anything, NaN
+    included). When SFA is not already in the kernels' layout, the conversion on the GPU
+    copies only the rows below ``masked_m[g]``; prepared scales
+    (:func:`get_mn_major_tma_aligned_tensor`) skip that pass.
     """
     fn = "m_grouped_fp8_gemm_nt_masked"
     a_t, sfa = _pair(fn, "a", a)
