@@ -278,7 +278,6 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
         float result[kSlabs][kBlockN / 2], acc[kBlockN / 2];
         float acc2[kOverlapMma ? kBlockN / 2 : 1];  // second accumulator (overlap only)
         while (sched.next(tile)) {
-            sched.prefetch_next();
             const uint32_t m0 = sched.a_row(tile), n0 = tile.n_block * kBlockN;
             // SFB rows of this tile: columns [0, first_cols) use block n0/128, the rest the next
             // (both within this tile's group: the clamp keeps blk1 inside it).

@@ -28,7 +28,6 @@
 // moves forward and each CTA reads each group's entry once. Nothing is read on the host.
 #pragma once
 #include <deep_gemm/common/utils.cuh>
-#include <deep_gemm/ptx/common.cuh>
 
 namespace deep_gemm {
 
@@ -190,25 +189,6 @@ struct TileScheduler {
             }
         }
         return true;
-    }
-
-    // Contiguous index layout: brings the layout entries the next next() reads into L1, so
-    // the math warpgroups' tile transition does not wait on L2 for them (call it early in a
-    // tile; a no-op for the other variants and after the last tile).
-    __device__ __forceinline__ void prefetch_next() const {
-        if constexpr (kGemmType == GemmType::kMGroupedContiguous) {
-            const uint32_t t = blockIdx.x + iter * gridDim.x;
-            if (t >= num_tiles) return;
-            uint32_t m_block, n_block;
-            tile_coords(t, m_block, n_block);
-            const uint32_t m0 = m_block * kBlockM, end = min(m0 + kBlockM, shape_m);
-            ptx::prefetch_l1(layout + m0);
-            ptx::prefetch_l1(layout + end - 1);
-            if (kBlockM > 128 && m0 + kBlockM / 2 < shape_m) {
-                ptx::prefetch_l1(layout + m0 + kBlockM / 2 - 1);
-                ptx::prefetch_l1(layout + m0 + kBlockM / 2);
-            }
-        }
     }
 
     // ---- operand coordinates of a tile (for kNormal exactly the dense expressions) ----
