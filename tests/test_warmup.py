@@ -56,3 +56,18 @@ def test_chosen_kernels_do_not_spill(tmp_path):
         cmd += ["--shape", s]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     assert out.returncode == 0, out.stderr[-3000:]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"),
+                    reason="needs nvcc to compile")
+def test_group_n_knob_sets_the_scheduler_group_and_rejects_bad_values(tmp_path):
+    """DG_SM90_FP8_GROUP_N (tuning) reaches the 1D2D kernel's scheduler; a bad value fails loudly."""
+    cmd = [sys.executable, "-m", "deep_gemm.warmup", "--num-sms", "132", "--shape", "256,4096,2048"]
+    env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path), DG_SM90_FP8_GROUP_N="8")
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "_g8" in out.stdout and "_g16" not in out.stdout, out.stdout
+    for bad in ("7", "0", "66", "x"):
+        env["DG_SM90_FP8_GROUP_N"] = bad
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode != 0 and "DG_SM90_FP8_GROUP_N must be an even number" in out.stderr, (bad, out.stderr[-800:])

@@ -97,6 +97,28 @@ inline int forced_block_m() {
   return value;
 }
 
+// DG_SM90_FP8_GROUP_N=<even number, 2..64> sets the tile scheduler's group width (n-blocks
+// per L2 group) of the dense and m-grouped 1D2D kernels; unset, 16. For tuning.
+inline int forced_group_n() {
+  static const int value = [] {
+    const char* v = std::getenv("DG_SM90_FP8_GROUP_N");
+    if (!v || !*v) return 0;
+    const std::string s(v);
+    const bool digits = s.size() <= 2 && s.find_first_not_of("0123456789") == std::string::npos;
+    const int g = digits ? std::stoi(s) : -1;
+    if (g < 2 || g > 64 || g % 2 != 0)
+      throw std::runtime_error("deep_gemm: DG_SM90_FP8_GROUP_N must be an even number in [2, 64], got '" + s + "'");
+    return g;
+  }();
+  return value;
+}
+
+// The forced scheduler group width, where set (1D2D kernels).
+inline h::Sm90Fp8GemmConfig with_forced_group_n(h::Sm90Fp8GemmConfig c) {
+  if (forced_group_n() != 0 && c.kind == h::Sm90Fp8Kind::k1D2D) c.group_n = forced_group_n();
+  return c;
+}
+
 inline bool block_m_allowed(const h::Sm90Fp8GemmConfig& c) {
   return forced_block_m() == 0 || c.kind == h::Sm90Fp8Kind::k1D1D || c.block_m == forced_block_m();
 }
@@ -107,7 +129,7 @@ inline h::Sm90Fp8GemmConfig choose_config(const ConfigKey& key, int max_smem) {
                                                      cluster == 2)) {
     if (cluster != 0 && c.cluster != cluster) continue;
     if (!block_m_allowed(c)) continue;
-    if (c.block_m % key.mult_m == 0 && c.block_n % key.mult_n == 0) return c;
+    if (c.block_m % key.mult_m == 0 && c.block_n % key.mult_n == 0) return with_forced_group_n(c);
   }
   throw std::runtime_error(deep_jit::detail::cat("deep_gemm: no SM90 FP8 GEMM configuration has block sizes that are multiples of (",
                                                  key.mult_m, ", ", key.mult_n, ") as set_block_size_multiple_of asks"));
