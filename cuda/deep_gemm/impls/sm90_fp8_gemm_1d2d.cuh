@@ -26,7 +26,7 @@ template <uint32_t kBlockN>
 constexpr bool kMayStraddle = (128 % kBlockN) != 0;
 
 template <uint32_t kBlockN>
-constexpr bool kAtMostTwoSfbBlocks = kBlockN <= 128 || (128 % (kBlockN - 128)) == 0;
+constexpr bool kAtMostTwoSfbBlocks = kBlockN <= 128 || (128 % (kBlockN > 128 ? kBlockN - 128 : 1)) == 0;
 
 // final += acc * sfa[row] * sfb[col block], per 8-column group.
 template <uint32_t kBlockN>
