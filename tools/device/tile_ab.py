@@ -49,7 +49,7 @@ def check(build, v):
 
 
 def main():
-    timer = bench.LaunchTimer(REPS, 2)
+    one_launch = bench.LaunchTimer(1, 0)  # one flushed, event-timed launch per call
     print(f"{'case':>28} " + " ".join(f"{f'{a}x{b}':>16}" for a, b in VARIANTS) + "   (median us / TFLOP/s)")
     for name, build in builders():
         good = []
@@ -67,7 +67,7 @@ def main():
         for _ in range(REPS):
             for v in good:
                 dg.set_block_size_multiple_of(v)
-                times[v].append(_one(timer, case.ours))
+                times[v].extend(one_launch.samples_us(case.ours))
         cols = []
         for v in VARIANTS:
             if v in times:
@@ -77,16 +77,6 @@ def main():
                 cols.append(f"{'-':>16}")
         print(f"{name:>28} " + " ".join(cols), flush=True)
     dg.set_block_size_multiple_of((1, 1))
-
-
-def _one(timer, fn):
-    timer.flush_buffer.zero_()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1e3
 
 
 if __name__ == "__main__":
