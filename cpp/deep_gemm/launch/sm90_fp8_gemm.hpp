@@ -66,19 +66,27 @@ inline bool print_configs() {
   return on;
 }
 
+// A tuning knob: the integer value of environment variable `name`, or 0 when unset. A value
+// that is not a short decimal number or that `accepts` rejects fails loudly, naming what
+// was `expected`. Callers read it once per process (a function-local static).
+inline int env_int_knob(const char* name, bool (*accepts)(int), const char* expected) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return 0;
+  const std::string s(v);
+  const bool digits = s.size() <= 3 && s.find_first_not_of("0123456789") == std::string::npos;
+  const int value = digits ? std::stoi(s) : -1;
+  if (!accepts(value))
+    throw std::runtime_error(std::string("deep_gemm: ") + name + " must be " + expected + ", got '" + s + "'");
+  return value;
+}
+
 // DG_SM90_FP8_CLUSTER=1|2 forces the cluster size (2 = TMA multicast of A in
 // CTA pairs); unset, the heuristics choose, and they leave multicast out since it
 // measured slower than cluster 1 so far (docs/NOTES.md). For tuning and for
 // testing the cluster path.
 inline int forced_cluster() {
-  static const int value = [] {
-    const char* v = std::getenv("DG_SM90_FP8_CLUSTER");
-    if (!v || !*v) return 0;
-    const std::string s(v);
-    if (s != "1" && s != "2")
-      throw std::runtime_error("deep_gemm: DG_SM90_FP8_CLUSTER must be 1 or 2, got '" + s + "'");
-    return s == "2" ? 2 : 1;
-  }();
+  static const int value =
+      env_int_knob("DG_SM90_FP8_CLUSTER", [](int v) { return v == 1 || v == 2; }, "1 or 2");
   return value;
 }
 
@@ -86,30 +94,16 @@ inline int forced_cluster() {
 // BLOCK_M (the 1D1D kernels ignore it); unset, the heuristics choose. For tuning and for
 // testing a tile path on shapes that would not pick it.
 inline int forced_block_m() {
-  static const int value = [] {
-    const char* v = std::getenv("DG_SM90_FP8_BLOCK_M");
-    if (!v || !*v) return 0;
-    const std::string s(v);
-    if (s != "64" && s != "128" && s != "256")
-      throw std::runtime_error("deep_gemm: DG_SM90_FP8_BLOCK_M must be 64, 128 or 256, got '" + s + "'");
-    return std::stoi(s);
-  }();
+  static const int value = env_int_knob(
+      "DG_SM90_FP8_BLOCK_M", [](int v) { return v == 64 || v == 128 || v == 256; }, "64, 128 or 256");
   return value;
 }
 
 // DG_SM90_FP8_GROUP_N=<even number, 2..64> sets the tile scheduler's group width (n-blocks
 // per L2 group) of the dense and m-grouped 1D2D kernels; unset, 16. For tuning.
 inline int forced_group_n() {
-  static const int value = [] {
-    const char* v = std::getenv("DG_SM90_FP8_GROUP_N");
-    if (!v || !*v) return 0;
-    const std::string s(v);
-    const bool digits = s.size() <= 2 && s.find_first_not_of("0123456789") == std::string::npos;
-    const int g = digits ? std::stoi(s) : -1;
-    if (g < 2 || g > 64 || g % 2 != 0)
-      throw std::runtime_error("deep_gemm: DG_SM90_FP8_GROUP_N must be an even number in [2, 64], got '" + s + "'");
-    return g;
-  }();
+  static const int value = env_int_knob(
+      "DG_SM90_FP8_GROUP_N", [](int v) { return v >= 2 && v <= 64 && v % 2 == 0; }, "an even number in [2, 64]");
   return value;
 }
 
