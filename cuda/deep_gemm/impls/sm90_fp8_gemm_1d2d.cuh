@@ -230,6 +230,13 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     // kNormal and the contiguous index layout keep kProducerRegs / kMathRegs.
     constexpr bool kWalksGroups = kGemmType == GemmType::kMGroupedMasked || kGemmType == GemmType::kMGroupedContiguousPsum;
     constexpr uint32_t kProdRegs = kWalksGroups ? 56 : kProducerRegs;
+    // Contiguous index layout: the math warpgroups fetch the next tile (its layout reads) and
+    // the SFB of its first K block before the current tile's epilogue, so those global
+    // round trips run under the epilogue rather than at the next tile's start. Measured on
+    // the H200 (NOTES.md, 2026-11-30 session 7): +5% on 4 x ~8192 rows, +1-2% on 8 x ~4096.
+    // Not taken by the other variants: masked 6 x ~1024 lost 4.5% and the dense M = 128 rows
+    // 2-4% with the same change.
+    constexpr bool kEarlyNext = kGemmType == GemmType::kMGroupedContiguous;
     constexpr uint32_t kMathRegsHere = kWalksGroups ? 224 : kMathRegs;
 
     const uint32_t m = shape_dim<kShapeM>(shape_m);
@@ -277,7 +284,19 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
         TileInfo tile;
         float result[kSlabs][kBlockN / 2], acc[kBlockN / 2];
         float acc2[kOverlapMma ? kBlockN / 2 : 1];  // second accumulator (overlap only)
-        while (sched.next(tile)) {
+        float first_sfb_0 = 0.0f, first_sfb_1 = 0.0f;  // kEarlyNext: SFB of the tile's first K block
+        bool has_tile = false;
+        auto early_next = [&]() {
+            has_tile = sched.next(tile);
+            if (has_tile) {
+                const uint32_t blk0 = tile.n_block * kBlockN / 128;
+                const float* group_sfb = sfb + sched.group(tile) * num_sfb_n * num_k_blocks;
+                first_sfb_0 = __ldg(group_sfb + blk0 * num_k_blocks);
+                first_sfb_1 = __ldg(group_sfb + min(blk0 + 1, num_sfb_n - 1) * num_k_blocks);
+            }
+        };
+        if constexpr (kEarlyNext) early_next();
+        while (kEarlyNext ? has_tile : sched.next(tile)) {
             const uint32_t m0 = sched.a_row(tile), n0 = tile.n_block * kBlockN;
             // SFB rows of this tile: columns [0, first_cols) use block n0/128, the rest the next
             // (both within this tile's group: the clamp keeps blk1 inside it).
@@ -314,7 +333,10 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
             auto plain_k_loop = [&](auto active) {
                 constexpr uint32_t kActive = decltype(active)::value;
                 float sfb_0 = 0.0f, sfb_1 = 0.0f;
-                if constexpr (kActive > 0) sfb_0 = __ldg(sfb_row0), sfb_1 = __ldg(sfb_row1);
+                if constexpr (kActive > 0) {
+                    if constexpr (kEarlyNext) sfb_0 = first_sfb_0, sfb_1 = first_sfb_1;
+                    else sfb_0 = __ldg(sfb_row0), sfb_1 = __ldg(sfb_row1);
+                }
                 for (uint32_t kb = 0; kb < num_k_blocks; ++kb, pipe.advance()) {
                     const uint32_t s = pipe.stage;
                     if constexpr (kActive == 0) {
@@ -351,8 +373,13 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                 PipeState<kStages> rel = pipe;
                 auto issue = [&](uint32_t kb, float (&a)[kBlockN / 2], Scales& sc) {
                     const uint32_t s = pipe.stage;
-                    sc.sfb_0 = __ldg(sfb_row0 + kb);
-                    sc.sfb_1 = __ldg(sfb_row1 + kb);
+                    if (kEarlyNext && kb == 0) {
+                        sc.sfb_0 = first_sfb_0;
+                        sc.sfb_1 = first_sfb_1;
+                    } else {
+                        sc.sfb_0 = __ldg(sfb_row0 + kb);
+                        sc.sfb_1 = __ldg(sfb_row1 + kb);
+                    }
                     ptx::mbar_wait(smem.full(s), pipe.phase);
                     sc.sfa_lo = smem.sfa(s)[row_lo];
                     sc.sfa_hi = smem.sfa(s)[row_lo + 8];
@@ -408,6 +435,8 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
             } else {
                 plain_k_loop(SlabCount<1>{});
             }
+            // The epilogue reads no field of `tile`, so the next tile can be fetched first.
+            if constexpr (kEarlyNext) early_next();
             uint8_t* stage_wg = smem.d() + wg * kSlabs * 64 * kBlockN * 2;
             const uint32_t bar_id = 1 + wg;  // named barrier per math warpgroup (0 = __syncthreads)
             if constexpr (kGemmType == GemmType::kNormal) {
