@@ -83,7 +83,9 @@ inline int sm90_fp8_smem_bytes(Sm90Fp8Kind kind, int bm, int bn, int stages) {
     const int d = is_1d1d ? 0 : sm90_fp8_align(bm * bn * 2, 1024);
     const int stage = bm * 128 + bn * 128 + sm90_fp8_align(bm * 4, 128) +
                       (is_1d1d ? sm90_fp8_align(bn * 4, 128) : 0);
-    return d + stages * stage + 2 * stages * 8 + 1024;
+    // 1D2D: a 32-byte tile slot per stage (used by the m-grouped kernels; dense ones leave it).
+    const int tile_slots = is_1d1d ? 0 : stages * 32;
+    return d + stages * stage + 2 * stages * 8 + tile_slots + 1024;
 }
 
 constexpr int kSm90MaxSmemBytes = 232448;  // 227 KB opt-in per block

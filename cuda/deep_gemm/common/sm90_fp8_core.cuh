@@ -39,8 +39,12 @@ constexpr uint32_t kMathRegs = 232;         // setmaxnreg for the math warpgroup
 // Dynamic shared memory, from a 1024-byte aligned base (the 128B swizzle repeats every
 // 1024 bytes, and TMA and wgmma both apply it on absolute addresses):
 //   [D staging tile] [A x STAGES] [B x STAGES] [SFA x STAGES] [SFB x STAGES] [barriers]
+//   [tile slots x STAGES, with kTileSlots]
 // The host mirrors this in cpp/deep_gemm/heuristics/sm90_fp8_gemm.hpp (smem_bytes).
-template <uint32_t kBlockM, uint32_t kBlockN, uint32_t kStages, bool kSfbInSmem, uint32_t kDStageBytes>
+// kTileSlots: a TileSlot per stage, in which the producer hands its tiles to the math
+// warpgroups (see producer_loop); false where they walk the schedule themselves.
+template <uint32_t kBlockM, uint32_t kBlockN, uint32_t kStages, bool kSfbInSmem, uint32_t kDStageBytes,
+          bool kTileSlots = false>
 struct Fp8SmemLayout {
     static constexpr uint32_t kDBytes = align_up(kDStageBytes, 1024u);
     static constexpr uint32_t kABytes = kBlockM * kBlockK;          // fp8: 1 byte per element
@@ -52,7 +56,8 @@ struct Fp8SmemLayout {
     static constexpr uint32_t kSfaOff = kBOff + kStages * kBBytes;
     static constexpr uint32_t kSfbOff = kSfaOff + kStages * kSfaBytes;
     static constexpr uint32_t kBarOff = kSfbOff + kStages * kSfbBytes;
-    static constexpr uint32_t kTotalBytes = kBarOff + 2 * kStages * 8;
+    static constexpr uint32_t kSlotOff = kBarOff + 2 * kStages * 8;  // 16-byte aligned
+    static constexpr uint32_t kTotalBytes = kSlotOff + (kTileSlots ? kStages * sizeof(TileSlot) : 0u);
     static constexpr uint32_t kDynamicBytes = kTotalBytes + 1024;   // room to align the base
     // Bytes the TMA delivers per stage (out-of-bounds fill counts as delivered).
     static constexpr uint32_t kStageTxBytes =
@@ -82,6 +87,10 @@ struct Fp8SmemLayout {
     __device__ __forceinline__ uint64_t* empty(uint32_t s) const {
         return reinterpret_cast<uint64_t*>(base + kBarOff) + kStages + s;
     }
+    __device__ __forceinline__ TileSlot* tile_slot(uint32_t s) const {
+        static_assert(kTileSlots, "this layout has no tile slots");
+        return reinterpret_cast<TileSlot*>(base + kSlotOff) + s;
+    }
 };
 
 // Stage index and mbarrier phase parity of a ring of kStages buffers.
@@ -105,18 +114,35 @@ __device__ __forceinline__ void init_barriers(const Layout& smem) {
     ptx::fence_mbar_init();
 }
 
-// The producer: one thread walks the same tile sequence as the math warpgroups and keeps
-// the ring full. A is loaded in kCluster row slices so that a multicast tile and a local
-// tile use the same tensor map (box = kBlockM / kCluster rows).
+// The next tile of the math warpgroups, from the slot of stage `pipe` (the stage of the
+// tile's first K block; see producer_loop): false at the end mark. The wait is one asm
+// statement and the slot a load from a warp-uniform address, so the tile loop stays
+// warp-uniform to the compiler. Waiting again on the same phase in the K loop is free.
+template <typename Layout, uint32_t kStages>
+__device__ __forceinline__ bool fetch_published_tile(const Layout& smem, const PipeState<kStages>& pipe,
+                                                     TileInfo& tile) {
+    ptx::mbar_wait_uniform(smem.full(pipe.stage), pipe.phase);
+    return read_tile_slot(smem.tile_slot(pipe.stage), tile);
+}
+
+// The producer: one thread walks the tile sequence and keeps the ring full. A is loaded in
+// kCluster row slices so that a multicast tile and a local tile use the same tensor map
+// (box = kBlockM / kCluster rows).
+// kPublishTiles: the producer also hands each tile to the math warpgroups. It writes the
+// tile to the TileSlot of the stage that carries the tile's first K block before it arms
+// that stage's full barrier (the arrive releases the write to the waiters). After the last
+// tile, the next stage carries only the end mark, completed by a plain arrive. The slot of
+// a stage is rewritten only after every math warp released the stage, which they do after
+// reading it. Needs num_k_blocks >= 1 (K > 0: the ops check it).
 template <typename Layout, typename Scheduler, uint32_t kBlockM, uint32_t kBlockN,
-          uint32_t kStages, uint32_t kCluster, bool kLoadSfb>
+          uint32_t kStages, uint32_t kCluster, bool kLoadSfb, bool kPublishTiles = false>
 __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sched, uint32_t num_k_blocks,
                                               const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
                                               const CUtensorMap* tmap_sfa, const CUtensorMap* tmap_sfb) {
     constexpr uint32_t kSliceM = kBlockM / kCluster;
     const uint32_t rank = kCluster > 1 ? ptx::cluster_cta_rank() : 0;
     PipeState<kStages> pipe;
-    TileInfo tile;
+    TileInfo tile{};  // kNormal leaves the grouped fields unset; the slot copies them all
     while (sched.next(tile)) {
         // Operand coordinates come from the scheduler (m-grouped variants offset B by the
         // group and masked SFA by group * k-blocks; kNormal: m_block * BLOCK_M, n0, kb).
@@ -128,6 +154,9 @@ __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sche
             const uint32_t s = pipe.stage;
             ptx::mbar_wait_watchdog(smem.empty(s), pipe.phase ^ 1u);
             uint64_t* full = smem.full(s);
+            if constexpr (kPublishTiles) {
+                if (kb == 0) write_tile_slot(smem.tile_slot(s), tile);
+            }
             ptx::mbar_arrive_expect_tx(full, Layout::kStageTxBytes);
             const int32_t k0 = static_cast<int32_t>(kb * kBlockK);
             if (kCluster > 1 && tile.multicast_a) {
@@ -146,6 +175,11 @@ __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sche
             if constexpr (kLoadSfb)
                 ptx::tma_load_2d(smem.sfb(s), tmap_sfb, full, n0, static_cast<int32_t>(kb));
         }
+    }
+    if constexpr (kPublishTiles) {
+        ptx::mbar_wait_watchdog(smem.empty(pipe.stage), pipe.phase ^ 1u);
+        write_end_slot(smem.tile_slot(pipe.stage));
+        ptx::mbar_arrive(smem.full(pipe.stage));
     }
 }
 

@@ -222,7 +222,12 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "BLOCK_N: multiple of 16 in [16, 256]");
     static_assert(sm90_1d2d::kAtMostTwoSfbBlocks<kBlockN>, "a tile may span three SFB blocks");
     static_assert(!kOverlapMma || kBlockN <= 128, "two accumulators need BLOCK_N <= 128");
-    using Layout = Fp8SmemLayout<kBlockM, kBlockN, kStages, false, kBlockM * kBlockN * 2>;
+    // m-grouped: the producer hands its tiles to the math warpgroups (tile slots), so the
+    // schedule's layout reads and group walk stay off their path between two tiles. Dense
+    // GEMMs measured slower that way (NOTES.md, session 8): their walk is a few integer
+    // operations, which the math warpgroups keep doing themselves.
+    constexpr bool kTileSlots = kGemmType != GemmType::kNormal;
+    using Layout = Fp8SmemLayout<kBlockM, kBlockN, kStages, false, kBlockM * kBlockN * 2, kTileSlots>;
     using Scheduler = TileScheduler<kGemmType, kBlockM, kBlockN, kGroupN, kCluster>;
     // The group-walking schedulers (masked, psum) keep a cursor in the producer thread,
     // which spilled at 40 registers: give it 56 and the math warpgroups 224 (the same 64K
@@ -230,9 +235,10 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     // kNormal and the contiguous index layout keep kProducerRegs / kMathRegs.
     constexpr bool kWalksGroups = kGemmType == GemmType::kMGroupedMasked || kGemmType == GemmType::kMGroupedContiguousPsum;
     constexpr uint32_t kProdRegs = kWalksGroups ? 56 : kProducerRegs;
-    // Contiguous index layout: the math warpgroups fetch the next tile (its layout reads) and
-    // the SFB of its first K block before the current tile's epilogue, so those global
-    // round trips run under the epilogue rather than at the next tile's start. Measured on
+    // Contiguous index layout: the math warpgroups fetch the next tile and the SFB of its
+    // first K block before the current tile's epilogue, so that global round trip runs under
+    // the epilogue rather than at the next tile's start (measured before the tile queue, when
+    // the fetch also made the layout reads). Measured on
     // the H200 (NOTES.md, 2026-11-30 session 7): +5% on 4 x ~8192 rows, +1-2% on 8 x ~4096.
     // Not taken by the other variants: masked 6 x ~1024 lost 4.5% and the dense M = 128 rows
     // 2-4% with the same change.
@@ -265,7 +271,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
         // ---- TMA producer warpgroup ----
         ptx::setmaxnreg_dec<kProdRegs>();
         if (threadIdx.x == kNumMathThreads)
-            producer_loop<Layout, Scheduler, kBlockM, kBlockN, kStages, kCluster, false>(
+            producer_loop<Layout, Scheduler, kBlockM, kBlockN, kStages, kCluster, false, kTileSlots>(
                 smem, Scheduler(m, n, grouped_layout, num_groups, align_m), num_k_blocks, tmap_a, tmap_b,
                 tmap_sfa, nullptr);
         __syncwarp();
@@ -286,8 +292,13 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
         float acc2[kOverlapMma ? kBlockN / 2 : 1];  // second accumulator (overlap only)
         float first_sfb_0 = 0.0f, first_sfb_1 = 0.0f;  // kEarlyNext: SFB of the tile's first K block
         bool has_tile = false;
+        // The next tile: as the producer published it, or walked here (dense).
+        auto fetch_tile = [&]() {
+            if constexpr (kTileSlots) return fetch_published_tile(smem, pipe, tile);
+            else return sched.next(tile);
+        };
         auto early_next = [&]() {
-            has_tile = sched.next(tile);
+            has_tile = fetch_tile();
             if (has_tile) {
                 const uint32_t blk0 = tile.n_block * kBlockN / 128;
                 const float* group_sfb = sfb + sched.group(tile) * num_sfb_n * num_k_blocks;
@@ -296,7 +307,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
             }
         };
         if constexpr (kEarlyNext) early_next();
-        while (kEarlyNext ? has_tile : sched.next(tile)) {
+        while (kEarlyNext ? has_tile : fetch_tile()) {
             const uint32_t m0 = sched.a_row(tile), n0 = tile.n_block * kBlockN;
             // SFB rows of this tile: columns [0, first_cols) use block n0/128, the rest the next
             // (both within this tile's group: the clamp keeps blk1 inside it).

@@ -50,6 +50,19 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
     while (!mbar_try_wait(bar, parity)) {}
 }
 
+// The same wait as one asm statement: its spin loop is PTX the compiler cannot see, so a
+// wait whose outcome steers the tile loop leaves that loop warp-uniform to it (a C++ loop
+// there moved every wgmma descriptor out of the uniform registers, NOTES.md session 6).
+// Labels inside the braces are local to the block, so the statement can be inlined often.
+__device__ __forceinline__ void mbar_wait_uniform(uint64_t* bar, uint32_t parity) {
+    asm volatile(
+        "{\n\t.reg .pred done;\n"
+        "WAIT_AGAIN:\n\t"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
+        "@!done bra WAIT_AGAIN;\n\t}"
+        :: "r"(smem_addr(bar)), "r"(parity) : "memory");
+}
+
 // The producer's wait. With DG_MBAR_TIMEOUT defined (test harness builds) a wait that spins
 // far longer than any real stall traps, so a protocol bug fails fast instead of hanging the
 // GPU (a stuck consumer stalls the producer too). Only the producer carries the counter:
