@@ -237,8 +237,8 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     constexpr uint32_t kProdRegs = kWalksGroups ? 56 : kProducerRegs;
     // Contiguous index layout: the math warpgroups fetch the next tile and the SFB of its
     // first K block before the current tile's epilogue, so that global round trip runs under
-    // the epilogue rather than at the next tile's start (measured before the tile queue, when
-    // the fetch also made the layout reads). Measured on
+    // the epilogue rather than at the next tile's start (measured in session 7, when the
+    // fetch still walked the schedule and made its layout reads). Measured on
     // the H200 (NOTES.md, 2026-11-30 session 7): +5% on 4 x ~8192 rows, +1-2% on 8 x ~4096.
     // Not taken by the other variants: masked 6 x ~1024 lost 4.5% and the dense M = 128 rows
     // 2-4% with the same change.

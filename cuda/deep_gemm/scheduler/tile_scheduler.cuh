@@ -6,6 +6,11 @@
 // Clusters of 2 CTAs (x-adjacent blocks, gridDim.x even) get tiles t and t^1; when those
 // share an m-block (kGroupN even makes that the common case) the pair multicasts A.
 //
+// The producer thread of each CTA walks the schedule. In the dense kernels the math
+// warpgroups walk the same sequence themselves; in the m-grouped 1D2D kernels they receive
+// each tile from the producer instead (TileSlot below), so the walk's layout reads stay off
+// their path.
+//
 // The m-grouped variants (MoE) change how a tile index maps to (group, rows, n-block) and
 // which tiles are skipped, not the persistent walk; they run without clusters. Every
 // grouped quantity below sits behind `if constexpr`, so kNormal compiles to the same code
