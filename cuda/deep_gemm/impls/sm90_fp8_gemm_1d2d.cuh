@@ -297,26 +297,29 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
             if constexpr (kTileSlots) return fetch_published_tile(smem, pipe, tile);
             else return sched.next(tile);
         };
+        // SFB rows of a tile: columns [0, first_cols) use block n0/128, the rest the next
+        // (both within the tile's group: the clamp keeps the second inside it).
+        struct SfbRows { const float* row0; const float* row1; };
+        auto sfb_rows = [&](const TileInfo& t) {
+            const uint32_t blk0 = t.n_block * kBlockN / 128;
+            const float* group_sfb = sfb + sched.group(t) * num_sfb_n * num_k_blocks;
+            return SfbRows{group_sfb + blk0 * num_k_blocks, group_sfb + min(blk0 + 1, num_sfb_n - 1) * num_k_blocks};
+        };
         auto early_next = [&]() {
             has_tile = fetch_tile();
             if (has_tile) {
-                const uint32_t blk0 = tile.n_block * kBlockN / 128;
-                const float* group_sfb = sfb + sched.group(tile) * num_sfb_n * num_k_blocks;
-                first_sfb_0 = __ldg(group_sfb + blk0 * num_k_blocks);
-                first_sfb_1 = __ldg(group_sfb + min(blk0 + 1, num_sfb_n - 1) * num_k_blocks);
+                const SfbRows rows = sfb_rows(tile);
+                first_sfb_0 = __ldg(rows.row0);
+                first_sfb_1 = __ldg(rows.row1);
             }
         };
         if constexpr (kEarlyNext) early_next();
         while (kEarlyNext ? has_tile : fetch_tile()) {
             const uint32_t m0 = sched.a_row(tile), n0 = tile.n_block * kBlockN;
-            // SFB rows of this tile: columns [0, first_cols) use block n0/128, the rest the next
-            // (both within this tile's group: the clamp keeps blk1 inside it).
-            const uint32_t sfb_blk0 = n0 / 128;
-            const uint32_t sfb_blk1 = min(sfb_blk0 + 1, num_sfb_n - 1);
-            const uint32_t first_cols = (sfb_blk0 + 1) * 128 - n0;
-            const float* sfb_group = sfb + sched.group(tile) * num_sfb_n * num_k_blocks;
-            const float* sfb_row0 = sfb_group + sfb_blk0 * num_k_blocks;
-            const float* sfb_row1 = sfb_group + sfb_blk1 * num_k_blocks;
+            const uint32_t first_cols = (n0 / 128 + 1) * 128 - n0;
+            const SfbRows tile_sfb = sfb_rows(tile);
+            const float* sfb_row0 = tile_sfb.row0;
+            const float* sfb_row1 = tile_sfb.row1;
             // The slabs this warpgroup computes: the leading ones whose first row is valid.
             // Grouped: which of this thread's rows are stored (read before the K loop so the
             // layout loads are off the epilogue's path).
