@@ -71,3 +71,18 @@ def test_group_n_knob_sets_the_scheduler_group_and_rejects_bad_values(tmp_path):
         env["DG_SM90_FP8_GROUP_N"] = bad
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
         assert out.returncode != 0 and "DG_SM90_FP8_GROUP_N must be an even number" in out.stderr, (bad, out.stderr[-800:])
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"),
+                    reason="needs nvcc to compile")
+def test_stages_knob_caps_the_pipeline_and_rejects_bad_values(tmp_path):
+    """DG_SM90_FP8_STAGES (tuning) caps the stage count in the kernel's name; a bad value fails loudly."""
+    cmd = [sys.executable, "-m", "deep_gemm.warmup", "--num-sms", "132", "--shape", "256,4096,2048"]
+    env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path), DG_SM90_FP8_STAGES="2")
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "_s2_" in out.stdout and "_s3_" not in out.stdout, out.stdout
+    for bad in ("1", "13", "x"):
+        env["DG_SM90_FP8_STAGES"] = bad
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode != 0 and "DG_SM90_FP8_STAGES must be in [2, 12]" in out.stderr, (bad, out.stderr[-800:])

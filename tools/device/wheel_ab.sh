@@ -4,11 +4,12 @@
 # made with tools/build_variant.sh). The bench suites run without peers, each build in its
 # own process, in alternating order, twice; first come the GPU tests (and memcheck) of
 # every build that is not "old".
+# AB_BUILDS replaces the whole list (e.g. AB_BUILDS="new late": no dist/old needed).
 #   AB_SUITES="grouped" AB_TESTS="test_grouped.py" AB_SANITIZE=1 AB_MORE="late" bash tools/device/wheel_ab.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-builds="new old ${AB_MORE:-}"
+builds="${AB_BUILDS:-new old ${AB_MORE:-}}"
 wheel_dir() { case $1 in new) echo dist;; *) echo "dist/$1";; esac; }
 for v in $builds; do
   python3 -m pip install -q --no-deps --no-index --target "/tmp/site_$v" "$(wheel_dir "$v")"/*.whl .whl/*.whl || exit 1

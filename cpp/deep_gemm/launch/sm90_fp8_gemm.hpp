@@ -107,9 +107,23 @@ inline int forced_group_n() {
   return value;
 }
 
-// The forced scheduler group width, where set (1D2D kernels).
-inline h::Sm90Fp8GemmConfig with_forced_group_n(h::Sm90Fp8GemmConfig c) {
+// DG_SM90_FP8_STAGES=<2..12> caps the pipeline depth of the dense and m-grouped FP8 GEMMs at
+// that many stages; unset, a tile takes as many as fit. For tuning (e.g. how much a
+// cluster pair's coupled stage ring needs).
+inline int forced_max_stages() {
+  static const int value =
+      env_int_knob("DG_SM90_FP8_STAGES", [](int v) { return v >= 2 && v <= h::kSm90Fp8MaxStages; }, "in [2, 12]");
+  return value;
+}
+
+// The tuning knobs that refine a chosen configuration: the scheduler group width (1D2D)
+// and the stage cap, where set.
+inline h::Sm90Fp8GemmConfig with_tuning_knobs(h::Sm90Fp8GemmConfig c) {
   if (forced_group_n() != 0 && c.kind == h::Sm90Fp8Kind::k1D2D) c.group_n = forced_group_n();
+  if (forced_max_stages() != 0 && c.stages > forced_max_stages()) {
+    c.stages = forced_max_stages();
+    c.smem_bytes = h::sm90_fp8_smem_bytes(c.kind, c.block_m, c.block_n, c.stages);
+  }
   return c;
 }
 
@@ -123,7 +137,7 @@ inline h::Sm90Fp8GemmConfig choose_config(const ConfigKey& key, int max_smem) {
                                                      cluster == 2)) {
     if (cluster != 0 && c.cluster != cluster) continue;
     if (!block_m_allowed(c)) continue;
-    if (c.block_m % key.mult_m == 0 && c.block_n % key.mult_n == 0) return with_forced_group_n(c);
+    if (c.block_m % key.mult_m == 0 && c.block_n % key.mult_n == 0) return with_tuning_knobs(c);
   }
   throw std::runtime_error(deep_jit::detail::cat("deep_gemm: no SM90 FP8 GEMM configuration has block sizes that are multiples of (",
                                                  key.mult_m, ", ", key.mult_n, ") as set_block_size_multiple_of asks"));

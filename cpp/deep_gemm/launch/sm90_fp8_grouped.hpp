@@ -48,7 +48,7 @@ inline h::Sm90Fp8GemmConfig choose_grouped_config(const GroupedKey& key, int max
   for (const auto& c : h::rank_sm90_fp8_grouped_configs(key.gemm_type, key.m, key.groups, key.n, key.k, key.num_sms,
                                                         key.align_m, max_smem)) {
     if (block_m_allowed(c) && c.block_m % key.mult_m == 0 && c.block_n % key.mult_n == 0)
-      return with_forced_group_n(c);
+      return with_tuning_knobs(c);
   }
   throw std::runtime_error(deep_jit::detail::cat(
       "deep_gemm: no SM90 grouped FP8 GEMM configuration has BLOCK_M dividing the group alignment ", key.align_m,
