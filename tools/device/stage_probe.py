@@ -11,6 +11,7 @@ built as asked shows up.
   PROBE_VARIANTS="256x128:c1:s3 256x128:c2:s3" PROBE_SHAPES="4096,7168,16384" \
       python tools/device/stage_probe.py [rounds]
 """
+
 import json
 import os
 import statistics
@@ -41,10 +42,12 @@ def child(bm: int, bn: int, shapes: list[tuple[int, int, int]]) -> None:
 def run_variant(variant: str, shapes: str) -> dict:
     tile, cluster, stages = variant.split(":")
     bm, bn = tile.split("x")
-    env = dict(os.environ, DG_SM90_FP8_BLOCK_M=bm, DG_SM90_FP8_CLUSTER=cluster[1:], DG_SM90_FP8_STAGES=stages[1:],
-               DG_PRINT_CONFIGS="1")
-    out = subprocess.run([sys.executable, __file__, "--child", bm, bn, shapes], env=env, capture_output=True,
-                         text=True, timeout=300)
+    env = dict(
+        os.environ, DG_SM90_FP8_BLOCK_M=bm, DG_SM90_FP8_CLUSTER=cluster[1:], DG_SM90_FP8_STAGES=stages[1:], DG_PRINT_CONFIGS="1"
+    )
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", bm, bn, shapes], env=env, capture_output=True, text=True, timeout=300
+    )
     rows = {}
     for line in out.stdout.splitlines():
         if line.startswith("{"):
