@@ -53,7 +53,7 @@ def run_variant(variant: str, shapes: str) -> dict:
         if line.startswith("{"):
             r = json.loads(line)
             rows[r["shape"]] = r
-    configs = sorted({line.split("->", 1)[1].strip()[:60] for line in out.stderr.splitlines() if "->" in line})
+    configs = sorted({line.split("->", 1)[1].strip()[:130] for line in out.stderr.splitlines() if "->" in line})
     if out.returncode != 0:
         print(f"  {variant}: exit {out.returncode}: {out.stderr[-400:]}", flush=True)
     return {"rows": rows, "configs": configs}
