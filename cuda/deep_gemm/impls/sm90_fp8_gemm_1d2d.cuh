@@ -28,18 +28,62 @@ constexpr bool kMayStraddle = (128 % kBlockN) != 0;
 template <uint32_t kBlockN>
 constexpr bool kAtMostTwoSfbBlocks = kBlockN <= 128 || (128 % (kBlockN > 128 ? kBlockN - 128 : 1)) == 0;
 
-// final += acc * sfa[row] * sfb[col block], per 8-column group.
+// Where a tile straddles two SFB blocks, its first `first_cols` columns use the first one.
+// Tiles start at multiples of BLOCK_N, so first_cols = min(BLOCK_N, 128, 128 - n0 % 128)
+// takes at most 128 / gcd(BLOCK_N, 128) values. Where those are few (<= 4: BLOCK_N 96, 160,
+// 192, ...), the K loop is compiled once per value (FirstCols), and the promotion picks each
+// column group's scale at compile time instead of with a select per group and K block.
+template <uint32_t kValue>
+struct FirstCols {
+    __device__ __forceinline__ constexpr operator uint32_t() const { return kValue; }
+};
+
+__host__ __device__ constexpr uint32_t gcd_u32(uint32_t a, uint32_t b) { return b == 0 ? a : gcd_u32(b, a % b); }
+
 template <uint32_t kBlockN>
+constexpr uint32_t kMaxFirstCols = kBlockN < 128 ? kBlockN : 128;  // a tile starting on a block edge
+
+template <uint32_t kBlockN>
+constexpr bool kFixedFirstCols = kMayStraddle<kBlockN> && 128 / gcd_u32(kBlockN, 128) <= 4;
+
+template <uint32_t kBlockN>
+__host__ __device__ constexpr bool first_cols_reachable(uint32_t value) {
+    for (uint32_t j = 0; j < 128 / gcd_u32(kBlockN, 128); ++j) {
+        const uint32_t cols = 128 - (j * kBlockN) % 128;
+        if ((cols < kMaxFirstCols<kBlockN> ? cols : kMaxFirstCols<kBlockN>) == value) return true;
+    }
+    return false;
+}
+
+// Calls f(cols) with the tile's first_cols (clamped to kMaxFirstCols): a FirstCols<value>
+// where kFixedFirstCols, else the runtime value.
+template <uint32_t kBlockN, uint32_t kTry = 16, typename F>
+__device__ __forceinline__ void with_first_cols(uint32_t first_cols, F&& f) {
+    constexpr uint32_t kMax = kMaxFirstCols<kBlockN>;
+    if constexpr (!kFixedFirstCols<kBlockN>) {
+        f(first_cols < kMax ? first_cols : kMax);
+    } else if constexpr (kTry >= kMax) {
+        f(FirstCols<kMax>{});  // every smaller reachable value was tested before
+    } else if constexpr (first_cols_reachable<kBlockN>(kTry)) {
+        if (first_cols == kTry) f(FirstCols<kTry>{});
+        else with_first_cols<kBlockN, kTry + 16>(first_cols, f);
+    } else {
+        with_first_cols<kBlockN, kTry + 16>(first_cols, f);
+    }
+}
+
+// final += acc * sfa[row] * sfb[col block], per 8-column group. Cols: uint32_t or FirstCols.
+template <uint32_t kBlockN, typename Cols>
 __device__ __forceinline__ void promote(float (&result)[kBlockN / 2], const float (&acc)[kBlockN / 2],
                                         float sfa_lo, float sfa_hi, float sfb_0, float sfb_1,
-                                        uint32_t first_block_cols) {
+                                        Cols first_block_cols) {
     const float lo0 = sfa_lo * sfb_0, hi0 = sfa_hi * sfb_0;
     const float lo1 = sfa_lo * sfb_1, hi1 = sfa_hi * sfb_1;
 #pragma unroll
     for (uint32_t j = 0; j < kBlockN / 8; ++j) {
         // Groups of 8 columns never straddle: block edges are multiples of 16 columns
         // away from a tile start (BLOCK_N % 16 == 0).
-        const bool first = !kMayStraddle<kBlockN> || j * 8 < first_block_cols;
+        const bool first = !kMayStraddle<kBlockN> || j * 8 < static_cast<uint32_t>(first_block_cols);
         const float lo = first ? lo0 : lo1, hi = first ? hi0 : hi1;
         result[4 * j + 0] = fmaf(acc[4 * j + 0], lo, result[4 * j + 0]);
         result[4 * j + 1] = fmaf(acc[4 * j + 1], lo, result[4 * j + 1]);
@@ -344,7 +388,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
 
             // Plain schedule over the first kActive slabs (0: only keep the pipeline moving):
             // per K block and slab, four wgmmas into `acc`, waited for, then promoted.
-            auto plain_k_loop = [&](auto active) {
+            auto plain_k_loop = [&](auto active, auto cols) {
                 constexpr uint32_t kActive = decltype(active)::value;
                 float sfb_0 = 0.0f, sfb_1 = 0.0f;
                 if constexpr (kActive > 0) {
@@ -369,7 +413,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                             mma_k_block<kBlockN>(ptx::desc_advance(descs.a(s), sl * kSlabStride * kBlockK), descs.b(s),
                                                  acc);
                             if (sl == kActive - 1) release_stage<kCluster>(smem.empty(s), lane, tile.peer_alive);
-                            sm90_1d2d::promote<kBlockN>(result[sl], acc, sfa_lo, sfa_hi, sfb_0, sfb_1, first_cols);
+                            sm90_1d2d::promote<kBlockN>(result[sl], acc, sfa_lo, sfa_hi, sfb_0, sfb_1, cols);
                         }
                         sfb_0 = next_0;
                         sfb_1 = next_1;
@@ -378,8 +422,9 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
             };
 
             if (n_active == 0) {
-                plain_k_loop(SlabCount<0>{});
+                plain_k_loop(SlabCount<0>{}, first_cols);
             } else if constexpr (kOverlapMma) {
+              sm90_1d2d::with_first_cols<kBlockN>(first_cols, [&](auto cols) {
                 // Two accumulators: the tensor cores run block kb+1 while the warpgroup
                 // promotes block kb. `issue` waits for a stage, reads its SFA and starts its
                 // wgmmas into one accumulator (not waited for).
@@ -412,7 +457,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                     rel.advance();
                 };
                 auto promote = [&](const float (&a)[kBlockN / 2], const Scales& sc) {
-                    sm90_1d2d::promote<kBlockN>(result[0], a, sc.sfa_lo, sc.sfa_hi, sc.sfb_0, sc.sfb_1, first_cols);
+                    sm90_1d2d::promote<kBlockN>(result[0], a, sc.sfa_lo, sc.sfa_hi, sc.sfb_0, sc.sfb_1, cols);
                 };
                 // Block kb+1 is issued before block kb is promoted, and every group is waited
                 // for (wait<0>) before the next issue: no wgmma is in flight across a loop
@@ -444,10 +489,11 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                 } else if (num_k_blocks > 0) {
                     promote(acc, sc0);
                 }
+              });
             } else if (kSlabs == 1 || n_active == kSlabs) {
-                plain_k_loop(SlabCount<kSlabs>{});
+                sm90_1d2d::with_first_cols<kBlockN>(first_cols, [&](auto cols) { plain_k_loop(SlabCount<kSlabs>{}, cols); });
             } else {
-                plain_k_loop(SlabCount<1>{});
+                sm90_1d2d::with_first_cols<kBlockN>(first_cols, [&](auto cols) { plain_k_loop(SlabCount<1>{}, cols); });
             }
             // The epilogue reads no field of `tile`, so the next tile can be fetched first.
             if constexpr (kEarlyNext) early_next();
