@@ -153,8 +153,8 @@ inline double sm90_fp8_estimate_cycles(const Sm90Fp8GemmConfig& c, int m, int n,
     // 144 0.89x, 160 0.91-0.95x, 192 0.93x); with block_m 256, block_n 112 ran 0.85x of 128
     // (kernel_bench v5), while 96 and 64 matched the model. Since the K loop is compiled per
     // straddle point (1D2D, BLOCK_N 160, 192), those two run without the penalty: at 4096x2112x7168
-    // 128x192 took 113.6 us against 116.5 for 256x96, and the model still ranks them above
-    // 256x128 on the other bench shapes, as measured (NOTES.md, 2026-11-30 session 9, run 4).
+    // 128x192 took 113.6 us against 116.5 for 256x96, and on the other bench shapes the model
+    // still puts 256x128 first, as measured (NOTES.md, 2026-11-30 session 9, run 4).
     const bool straddle_fixed =
         c.kind == Sm90Fp8Kind::k1D2D && c.block_m == 128 && (c.block_n == 160 || c.block_n == 192);
     const bool off_sweet_spot = ((c.block_m == 128 && c.block_n > 64 && c.block_n != 128) ||

@@ -421,10 +421,8 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                 }
             };
 
-            if (n_active == 0) {
-                plain_k_loop(SlabCount<0>{}, first_cols);
-            } else if constexpr (kOverlapMma) {
-              sm90_1d2d::with_first_cols<kBlockN>(first_cols, [&](auto cols) {
+            // Overlapped schedule (kOverlapMma, one slab per warpgroup).
+            auto overlap_k_loop = [&](auto cols) {
                 // Two accumulators: the tensor cores run block kb+1 while the warpgroup
                 // promotes block kb. `issue` waits for a stage, reads its SFA and starts its
                 // wgmmas into one accumulator (not waited for).
@@ -489,7 +487,12 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                 } else if (num_k_blocks > 0) {
                     promote(acc, sc0);
                 }
-              });
+            };
+
+            if (n_active == 0) {
+                plain_k_loop(SlabCount<0>{}, first_cols);
+            } else if constexpr (kOverlapMma) {
+                sm90_1d2d::with_first_cols<kBlockN>(first_cols, overlap_k_loop);
             } else if (kSlabs == 1 || n_active == kSlabs) {
                 sm90_1d2d::with_first_cols<kBlockN>(first_cols, [&](auto cols) { plain_k_loop(SlabCount<kSlabs>{}, cols); });
             } else {
