@@ -58,31 +58,26 @@ def test_chosen_kernels_do_not_spill(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"),
-                    reason="needs nvcc to compile")
-def test_group_n_knob_sets_the_scheduler_group_and_rejects_bad_values(tmp_path):
-    """DG_SM90_FP8_GROUP_N (tuning) reaches the 1D2D kernel's scheduler; a bad value fails loudly."""
-    cmd = [sys.executable, "-m", "deep_gemm.warmup", "--num-sms", "132", "--shape", "256,4096,2048"]
-    env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path), DG_SM90_FP8_GROUP_N="8")
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "_g8" in out.stdout and "_g16" not in out.stdout, out.stdout
-    for bad in ("7", "0", "66", "x"):
-        env["DG_SM90_FP8_GROUP_N"] = bad
-        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
-        assert out.returncode != 0 and "DG_SM90_FP8_GROUP_N must be an even number" in out.stderr, (bad, out.stderr[-800:])
+# Tuning knobs of the FP8 GEMM configuration: (variable, a good value, what the kernel name
+# then holds and no longer holds, bad values, the error's words).
+TUNING_KNOBS = [
+    ("DG_SM90_FP8_GROUP_N", "8", "_g8", "_g16", ("7", "0", "66", "x"), "must be an even number"),
+    ("DG_SM90_FP8_STAGES", "2", "_s2_", "_s3_", ("1", "13", "x"), "must be in [2, 12]"),
+]
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"),
                     reason="needs nvcc to compile")
-def test_stages_knob_caps_the_pipeline_and_rejects_bad_values(tmp_path):
-    """DG_SM90_FP8_STAGES (tuning) caps the stage count in the kernel's name; a bad value fails loudly."""
+@pytest.mark.parametrize("var,good,present,absent,bad_values,error", TUNING_KNOBS)
+def test_tuning_knob_reaches_the_kernel_and_rejects_bad_values(tmp_path, var, good, present, absent, bad_values, error):
+    """A tuning knob (scheduler group width, stage cap) shows in the kernel the warmup compiles;
+    a bad value fails loudly, naming the variable."""
     cmd = [sys.executable, "-m", "deep_gemm.warmup", "--num-sms", "132", "--shape", "256,4096,2048"]
-    env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path), DG_SM90_FP8_STAGES="2")
+    env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path), **{var: good})
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "_s2_" in out.stdout and "_s3_" not in out.stdout, out.stdout
-    for bad in ("1", "13", "x"):
-        env["DG_SM90_FP8_STAGES"] = bad
+    assert present in out.stdout and absent not in out.stdout, out.stdout
+    for bad in bad_values:
+        env[var] = bad
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
-        assert out.returncode != 0 and "DG_SM90_FP8_STAGES must be in [2, 12]" in out.stderr, (bad, out.stderr[-800:])
+        assert out.returncode != 0 and f"{var} {error}" in out.stderr, (bad, out.stderr[-800:])
