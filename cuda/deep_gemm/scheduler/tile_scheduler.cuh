@@ -60,31 +60,30 @@ struct TileInfo {
 // of the pipeline stage that holds the tile's first K block (see producer_loop). The math
 // warpgroups read the slot instead of walking the schedule themselves: the walk's global
 // reads (grouped layouts) and divisions then stay off their path between two tiles.
+// lo = (m_block, n_block, group, m0), hi = (row_end, flags, 0, 0).
 struct alignas(16) TileSlot {
-    uint32_t m_block, n_block, group, m0, row_end, flags, unused0, unused1;
+    uint4 lo, hi;
 };
 constexpr uint32_t kSlotMulticastA = 1u, kSlotPeerAlive = 2u, kSlotUniform = 4u, kSlotEnd = 8u;
 
 __device__ __forceinline__ void write_tile_slot(TileSlot* slot, const TileInfo& t) {
     const uint32_t flags = (t.multicast_a ? kSlotMulticastA : 0u) | (t.peer_alive ? kSlotPeerAlive : 0u) |
                            (t.uniform ? kSlotUniform : 0u);
-    uint4* p = reinterpret_cast<uint4*>(slot);
-    p[0] = make_uint4(t.m_block, t.n_block, t.group, t.m0);
-    p[1] = make_uint4(t.row_end, flags, 0u, 0u);
+    slot->lo = make_uint4(t.m_block, t.n_block, t.group, t.m0);
+    slot->hi = make_uint4(t.row_end, flags, 0u, 0u);
 }
 
 // The mark after the last tile: the walk is over.
 __device__ __forceinline__ void write_end_slot(TileSlot* slot) {
-    reinterpret_cast<uint4*>(slot)[1] = make_uint4(0u, kSlotEnd, 0u, 0u);
+    slot->hi = make_uint4(0u, kSlotEnd, 0u, 0u);
 }
 
 // False at the end mark. Two 16-byte loads from a warp-uniform address: the compiler keeps
 // the fields (and the tile loop they steer) warp-uniform.
 __device__ __forceinline__ bool read_tile_slot(const TileSlot* slot, TileInfo& t) {
-    const uint4* p = reinterpret_cast<const uint4*>(slot);
-    const uint4 hi = p[1];
+    const uint4 hi = slot->hi;
     if (hi.y & kSlotEnd) return false;
-    const uint4 lo = p[0];
+    const uint4 lo = slot->lo;
     t.m_block = lo.x;
     t.n_block = lo.y;
     t.group = lo.z;
