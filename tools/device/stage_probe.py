@@ -10,6 +10,9 @@ built as asked shows up.
 
   PROBE_VARIANTS="256x128:c1:s3 256x128:c2:s3" PROBE_SHAPES="4096,7168,16384" \
       python tools/device/stage_probe.py [rounds]
+
+A variant may end in ":wNAME" to run the wheel installed in /tmp/site_NAME (as
+tools/device/wheel_ab.sh installs them) with its own JIT cache, e.g. "256x128:c2:s3:wr0".
 """
 
 import json
@@ -40,11 +43,14 @@ def child(bm: int, bn: int, shapes: list[tuple[int, int, int]]) -> None:
 
 
 def run_variant(variant: str, shapes: str) -> dict:
-    tile, cluster, stages = variant.split(":")
+    tile, cluster, stages, *build = variant.split(":")
     bm, bn = tile.split("x")
     env = dict(
         os.environ, DG_SM90_FP8_BLOCK_M=bm, DG_SM90_FP8_CLUSTER=cluster[1:], DG_SM90_FP8_STAGES=stages[1:], DG_PRINT_CONFIGS="1"
     )
+    if build:  # ":wNAME": the wheel installed in /tmp/site_NAME, with its own JIT cache
+        name = build[0][1:]
+        env.update(PYTHONPATH=f"/tmp/site_{name}", DG_JIT_CACHE_DIR=f"/tmp/cache_{name}")
     out = subprocess.run(
         [sys.executable, __file__, "--child", bm, bn, shapes], env=env, capture_output=True, text=True, timeout=300
     )
