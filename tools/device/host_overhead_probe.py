@@ -39,11 +39,35 @@ def main():
         "op, meta tensors (checks + dispatch)": lambda: op(*meta, None, "nk"),
         "op, cuda, prepared sfa (full path)": lambda: op(a[0], sfa, b[0], b[1], d, None, "nk"),
         "facade, cuda, prepared sfa (full path)": lambda: dg.fp8_gemm_nt((a[0], sfa), b, d),
+        "op, cuda, per-token sfa (full path)": lambda: op(a[0], a[1], b[0], b[1], d, None, "nk"),
+        "facade, cuda, per-token sfa (full path)": lambda: dg.fp8_gemm_nt(a, b, d),
+        "get_mn_major_tma_aligned_tensor (per token)": lambda: dg.get_mn_major_tma_aligned_tensor(a[1]),
         "torch.add (16 floats)": lambda: torch.add(x, x),
         "torch.empty (16 floats, cuda)": lambda: torch.empty(16, device="cuda"),
     }
     for name, fn in rows.items():
         print(f"{name:45s} {per_call_us(fn):7.2f} us")
+    print(f"{'cuTensorMapEncodeTiled (2-D, 128B swizzle)':45s} {encode_us(a[0]):7.2f} us")
+
+
+def encode_us(t: torch.Tensor, calls: int = 20000) -> float:
+    """Driver time of one 2-D tensor-map encode (the launcher encodes four per call)."""
+    import ctypes
+
+    cuda = ctypes.CDLL("libcuda.so.1")
+    tmap = (ctypes.c_uint8 * 128)()
+    u64x2 = ctypes.c_uint64 * 2
+    dims, strides = u64x2(t.shape[1], t.shape[0]), u64x2(t.stride(0), 0)
+    box, elem = (ctypes.c_uint32 * 2)(128, 16), (ctypes.c_uint32 * 2)(1, 1)
+    ptr = ctypes.c_void_p(t.data_ptr())
+    # dtype UINT8 (0), rank 2, interleave none (0), swizzle 128B (3), L2 promotion 256B (3), no OOB fill (0)
+    args = (tmap, 0, 2, ptr, dims, strides, box, elem, 0, 3, 3, 0)
+    if cuda.cuTensorMapEncodeTiled(*args) != 0:
+        return float("nan")
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        cuda.cuTensorMapEncodeTiled(*args)
+    return (time.perf_counter() - t0) / calls * 1e6
 
 
 if __name__ == "__main__":

@@ -179,6 +179,60 @@ void test_tma_checks() {
                  {"No CUDA driver"});
 }
 
+void test_tma_memo() {
+  std::printf("Tensor-map memo:\n");
+  alignas(16) static char buf[4096];
+  dj::TensorMapSpec a;
+  a.base = buf;
+  a.dtype = CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  a.rank = 2;
+  a.dims[0] = 128;
+  a.dims[1] = 32;
+  a.strides_bytes[0] = 128;
+  a.box[0] = 128;
+  a.box[1] = 16;
+  a.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+  auto memo = std::make_unique<dj::detail::TensorMapMemo>();
+  check(memo->find(a) == nullptr, "an empty memo has no map");
+  CUtensorMap fake{};
+  fake.opaque[0] = 0x1234;
+  memo->put(a, fake);
+  const CUtensorMap* hit = memo->find(a);
+  check(hit != nullptr && hit->opaque[0] == 0x1234, "the same spec finds the stored map");
+  dj::TensorMapSpec b = a;
+  b.dims[1] = 33;  // rows
+  check(memo->find(b) == nullptr, "another row count misses");
+  b = a;
+  b.base = buf + 16;
+  check(memo->find(b) == nullptr, "another base address misses");
+  b = a;
+  b.strides_bytes[0] = 256;
+  check(memo->find(b) == nullptr, "another row stride misses");
+  b = a;
+  b.box[1] = 8;
+  check(memo->find(b) == nullptr, "another box misses");
+  b = a;
+  b.swizzle = CU_TENSOR_MAP_SWIZZLE_64B;
+  check(memo->find(b) == nullptr, "another swizzle misses");
+  b = a;
+  b.dims[3] = 7;  // beyond the rank: not part of the spec
+  check(memo->find(b) != nullptr, "fields beyond the rank are ignored");
+  // Fill the memo with other specs: the slot of `a` gets overwritten at some point, and a
+  // lookup never returns another spec's map.
+  bool wrong = false;
+  for (uint64_t i = 1; i <= 4 * dj::detail::TensorMapMemo::kSlots; ++i) {
+    b = a;
+    b.dims[1] = 32 + i;
+    CUtensorMap m{};
+    m.opaque[0] = i;
+    memo->put(b, m);
+    const CUtensorMap* got = memo->find(b);
+    wrong = wrong || got == nullptr || got->opaque[0] != i;
+  }
+  const CUtensorMap* after = memo->find(a);
+  check(!wrong && (after == nullptr || after->opaque[0] == 0x1234), "evictions keep every hit exact");
+}
+
 // ------------------------------------------------------------ per backend
 
 void corrupt_file(const std::string& path, bool truncate) {
@@ -549,6 +603,7 @@ int main(int argc, char** argv) {
   try {
     test_driver();
     test_tma_checks();
+    test_tma_memo();
     std::string nvcc = dj::detail::find_nvcc();
     std::vector<std::string> backends;
     if (!nvcc.empty()) backends.push_back("nvcc");

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "driver.hpp"
@@ -89,11 +90,65 @@ inline void check_tensor_map(const TensorMapSpec& s) {
              "-byte swizzle span."));
 }
 
+inline bool same_tensor_map_spec(const TensorMapSpec& a, const TensorMapSpec& b) {
+  if (a.base != b.base || a.dtype != b.dtype || a.rank != b.rank || a.swizzle != b.swizzle) return false;
+  for (uint32_t i = 0; i < a.rank; ++i) {
+    if (a.dims[i] != b.dims[i] || a.box[i] != b.box[i]) return false;
+    if (i + 1 < a.rank && a.strides_bytes[i] != b.strides_bytes[i]) return false;
+  }
+  return true;
+}
+
+inline uint64_t tensor_map_spec_hash(const TensorMapSpec& s) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  mix(reinterpret_cast<uintptr_t>(s.base));
+  mix((uint64_t(s.dtype) << 40) | (uint64_t(s.swizzle) << 8) | s.rank);
+  for (uint32_t i = 0; i < s.rank && i < 5; ++i) {
+    mix(s.dims[i]);
+    mix(s.box[i]);
+    if (i + 1 < s.rank) mix(s.strides_bytes[i]);
+  }
+  return h ^ (h >> 29);
+}
+
+// The maps a thread encoded recently, by spec (direct-mapped). cuTensorMapEncodeTiled
+// costs ~0.5 us of CPU per map, and a GEMM launch needs four: a call that repeats an
+// earlier call's operands (same addresses and geometry, as a model's layers do) takes
+// them from here. A map is a pure function of its spec, so a hit is always exact.
+class TensorMapMemo {
+ public:
+  static constexpr size_t kSlots = 128;
+
+  const CUtensorMap* find(const TensorMapSpec& s) const {
+    const Slot& slot = slots_[tensor_map_spec_hash(s) % kSlots];
+    return slot.used && same_tensor_map_spec(slot.spec, s) ? &slot.map : nullptr;
+  }
+
+  void put(const TensorMapSpec& s, const CUtensorMap& map) {
+    Slot& slot = slots_[tensor_map_spec_hash(s) % kSlots];
+    slot.used = true;
+    slot.spec = s;
+    slot.map = map;
+  }
+
+ private:
+  struct Slot {
+    CUtensorMap map;
+    TensorMapSpec spec;
+    bool used = false;
+  };
+  Slot slots_[kSlots] = {};
+};
+
 }  // namespace detail
 
 // A tiled tensor map of rank 1..5 (dims innermost first). Zero fill out of
-// bounds, 256-byte L2 promotion, no interleave.
+// bounds, 256-byte L2 promotion, no interleave. Memoised per thread (TensorMapMemo).
 inline CUtensorMap make_tensor_map(const TensorMapSpec& s) {
+  // On the heap (32 KB): a large thread_local in a dlopen'ed library could exhaust static TLS.
+  thread_local std::unique_ptr<detail::TensorMapMemo> memo = std::make_unique<detail::TensorMapMemo>();
+  if (const CUtensorMap* hit = memo->find(s)) return *hit;
   detail::check_tensor_map(s);
   CUtensorMap map{};
   cuuint64_t dims[5];
@@ -111,6 +166,7 @@ inline CUtensorMap make_tensor_map(const TensorMapSpec& s) {
       CU_TENSOR_MAP_INTERLEAVE_NONE, s.swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   detail::check(r, "cuTensorMapEncodeTiled", detail::cat("encoding a rank-", s.rank, " TMA tensor map"));
+  memo->put(s, map);
   return map;
 }
 
