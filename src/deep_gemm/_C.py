@@ -174,9 +174,12 @@ _RECIPE_1D1D = (1, 1, 128)
 
 
 def _pair(fn: str, name: str, value: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    if not (isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(t, torch.Tensor) for t in value)):
-        raise TypeError(f"deep_gemm.{fn}: {name} must be a pair (tensor, scale_factors), got {type(value).__name__}")
-    return value[0], value[1]
+    # Unrolled (no generator): this runs twice on every GEMM call.
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        t, sf = value
+        if isinstance(t, torch.Tensor) and isinstance(sf, torch.Tensor):
+            return t, sf
+    raise TypeError(f"deep_gemm.{fn}: {name} must be a pair (tensor, scale_factors), got {type(value).__name__}")
 
 
 def _choose_recipe(fn: str, d: torch.Tensor, recipe: Any, recipe_a: Any, recipe_b: Any) -> tuple[int, int, int]:
