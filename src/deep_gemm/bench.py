@@ -505,6 +505,14 @@ def diff_problem(diff: float, max_diff: float) -> str | None:
     return None
 
 
+def ours_problem(case: Case) -> str | None:
+    """Runs our op once into the case's (NaN-poisoned) output: None if it matches the
+    reference, else what is wrong. For tools that time a case after checking it."""
+    case.ours()
+    torch.cuda.synchronize()
+    return diff_problem(checked_diff(case.read_ours(), case.reference), case.max_diff)
+
+
 def measure_ours(case: Case, timer: LaunchTimer) -> dict[str, Any]:
     """Correctness first, then timing; returns the fields of the record for our op."""
     if case.ours is None:

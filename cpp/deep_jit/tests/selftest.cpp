@@ -140,22 +140,24 @@ void test_driver() {
   expect_error("device_info(99)", [] { dj::device_info(99); }, {"99"});
 }
 
+// A 2-D bf16 map over 64 rows of 16 elements, rows `stride` bytes apart.
+dj::TensorMapSpec spec(const void* base, uint64_t stride, uint32_t box_inner, CUtensorMapSwizzle sw) {
+  dj::TensorMapSpec s;
+  s.base = base;
+  s.dtype = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  s.rank = 2;
+  s.dims[0] = 16;
+  s.dims[1] = 64;
+  s.strides_bytes[0] = stride;
+  s.box[0] = box_inner;
+  s.box[1] = 64;
+  s.swizzle = sw;
+  return s;
+}
+
 void test_tma_checks() {
   std::printf("TMA argument checks:\n");
   alignas(16) static char buf[4096];
-  auto spec = [](const void* base, uint64_t stride, uint32_t box_inner, CUtensorMapSwizzle sw) {
-    dj::TensorMapSpec s;
-    s.base = base;
-    s.dtype = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    s.rank = 2;
-    s.dims[0] = 16;
-    s.dims[1] = 64;
-    s.strides_bytes[0] = stride;
-    s.box[0] = box_inner;
-    s.box[1] = 64;
-    s.swizzle = sw;
-    return s;
-  };
   expect_error("misaligned base", [&] { dj::detail::check_tensor_map(spec(buf + 8, 32, 16, CU_TENSOR_MAP_SWIZZLE_32B)); },
                {"16-byte aligned"});
   expect_error("stride not a multiple of 16", [&] { dj::detail::check_tensor_map(spec(buf, 40, 16, CU_TENSOR_MAP_SWIZZLE_NONE)); },
@@ -182,16 +184,7 @@ void test_tma_checks() {
 void test_tma_memo() {
   std::printf("Tensor-map memo:\n");
   alignas(16) static char buf[4096];
-  dj::TensorMapSpec a;
-  a.base = buf;
-  a.dtype = CU_TENSOR_MAP_DATA_TYPE_UINT8;
-  a.rank = 2;
-  a.dims[0] = 128;
-  a.dims[1] = 32;
-  a.strides_bytes[0] = 128;
-  a.box[0] = 128;
-  a.box[1] = 16;
-  a.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+  const dj::TensorMapSpec a = spec(buf, 32, 16, CU_TENSOR_MAP_SWIZZLE_32B);
   auto memo = std::make_unique<dj::detail::TensorMapMemo>();
   check(memo->find(a) == nullptr, "an empty memo has no map");
   CUtensorMap fake{};
@@ -200,19 +193,19 @@ void test_tma_memo() {
   const CUtensorMap* hit = memo->find(a);
   check(hit != nullptr && hit->opaque[0] == 0x1234, "the same spec finds the stored map");
   dj::TensorMapSpec b = a;
-  b.dims[1] = 33;  // rows
+  b.dims[1] = 65;  // rows
   check(memo->find(b) == nullptr, "another row count misses");
   b = a;
   b.base = buf + 16;
   check(memo->find(b) == nullptr, "another base address misses");
   b = a;
-  b.strides_bytes[0] = 256;
+  b.strides_bytes[0] = 64;
   check(memo->find(b) == nullptr, "another row stride misses");
   b = a;
-  b.box[1] = 8;
+  b.box[1] = 32;
   check(memo->find(b) == nullptr, "another box misses");
   b = a;
-  b.swizzle = CU_TENSOR_MAP_SWIZZLE_64B;
+  b.swizzle = CU_TENSOR_MAP_SWIZZLE_NONE;
   check(memo->find(b) == nullptr, "another swizzle misses");
   b = a;
   b.dims[3] = 7;  // beyond the rank: not part of the spec
@@ -222,7 +215,7 @@ void test_tma_memo() {
   bool wrong = false;
   for (uint64_t i = 1; i <= 4 * dj::detail::TensorMapMemo::kSlots; ++i) {
     b = a;
-    b.dims[1] = 32 + i;
+    b.dims[1] = 64 + i;
     CUtensorMap m{};
     m.opaque[0] = i;
     memo->put(b, m);
