@@ -217,7 +217,7 @@ def test_report_has_table_and_summary():
     assert any("peer cublaslt_blockwise (1 row: 128x7168x16384): RuntimeError: unsupported" in line for line in lines)
     assert any(line.startswith("x = peer time / deep_gemm time") for line in lines)
     assert any("geomean speedup over cublaslt_blockwise" in line for line in lines)
-    assert any("host overhead per call (16x256x512, 3000 calls)" in line and "14.0 us" in line for line in lines)
+    assert any("host overhead per call (16x256x512, median of 5 x 3000 calls)" in line and "14.0 us" in line for line in lines)
     assert any("1.20 s, 1.10 s" in line and "30.0 ms" in line for line in lines)
     assert "import deep_gemm after torch: 80.0 ms" in lines[-1]
 

@@ -14,7 +14,7 @@ Implements the protocol of the project's BENCH.md:
   rows, one scaled_mm (1x128 scales on both operands) per group plus the fp32 add of ``c``,
   and our dense 1D1D ``fp8_gemm_nt`` once per group;
 * also measured: host overhead per call (3000 back-to-back launches of a
-  16x256x512 GEMM), first-call time with an empty JIT cache and with a warm one
+  16x256x512 GEMM, the median of 5 such runs), first-call time with an empty JIT cache and with a warm one
   (each in a fresh process), and ``import deep_gemm`` time after ``import torch``.
 
 Results are written as JSON (``--json``) and a table is printed last. The exit
@@ -74,6 +74,9 @@ K_GROUPED_SETS = ((4, 7168, 4096, 4096), (8, 7168, 2048, 4096))
 TINY_SHAPE = (16, 256, 512)
 HOST_OVERHEAD_CALLS = 3000
 HOST_OVERHEAD_WARMUPS = 50
+# Runs of HOST_OVERHEAD_CALLS calls; their median is reported. A single run read 16 to 24 us
+# for the same op in two processes of one device session (2026-11-30): one run is too few.
+HOST_OVERHEAD_RUNS = 5
 FLUSH_BYTES = int(256e6)
 PROTOCOL_MIN_REPEATS = 30
 JIT_SHAPES = ((128, 2112, 7168), (4096, 7168, 2048), (4096, 24576, 1536))
@@ -631,17 +634,24 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def host_time_per_call_us(
-    fn: Callable[[], Any], calls: int = HOST_OVERHEAD_CALLS, warmups: int = HOST_OVERHEAD_WARMUPS
+    fn: Callable[[], Any],
+    calls: int = HOST_OVERHEAD_CALLS,
+    warmups: int = HOST_OVERHEAD_WARMUPS,
+    runs: int = HOST_OVERHEAD_RUNS,
 ) -> float:
-    """CPU wall time per call over ``calls`` back-to-back launches (synchronised at the end)."""
+    """CPU wall time per call over ``calls`` back-to-back launches (synchronised at the
+    end); the median over ``runs`` such runs."""
     for _ in range(warmups):
         fn()
     torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / calls * 1e6
+    per_call = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+        per_call.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(per_call)
 
 
 def tiny_launchers(dg: Any) -> dict[str, tuple[Callable | None, str | None]]:
@@ -932,7 +942,9 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
     if host:
         shape = "x".join(map(str, TINY_SHAPE))
         parts = ", ".join(f"{name} {fmt(v, '.1f', 0)} us" for name, v in host.items())
-        lines.append(f"host overhead per call ({shape}, {HOST_OVERHEAD_CALLS} calls): {parts}")
+        lines.append(
+            f"host overhead per call ({shape}, median of {HOST_OVERHEAD_RUNS} x {HOST_OVERHEAD_CALLS} calls): {parts}"
+        )
     jit = result.get("jit")
     if jit:
         cold = ", ".join(f"{s:.2f} s" for s in (jit.get("cold_compile_s") or [])) or "-"
