@@ -47,7 +47,24 @@ def main():
     }
     for name, fn in rows.items():
         print(f"{name:45s} {per_call_us(fn):7.2f} us")
+    # Enqueue time alone (100 calls, below the launch queue's depth, no sync): the CPU side.
+    # Where the synchronised figure above is higher, the GPU (kernels and the gaps between
+    # them) is what limits back-to-back calls of this tiny GEMM, not the host.
+    for name in ("facade, cuda, prepared sfa (full path)", "facade, cuda, per-token sfa (full path)"):
+        print(f"{name + ', enqueue only':60s} {enqueue_us(rows[name]):7.2f} us")
     print(f"{'cuTensorMapEncodeTiled (2-D, 128B swizzle)':45s} {encode_us(a[0]):7.2f} us")
+
+
+def enqueue_us(fn, calls: int = 100, rounds: int = 20) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / calls * 1e6)
+    torch.cuda.synchronize()
+    return best
 
 
 def encode_us(t: torch.Tensor, calls: int = 20000) -> float:
