@@ -4,6 +4,8 @@ with the output poisoned first."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 
@@ -213,6 +215,47 @@ def test_fp8_gemm_1d1d_accumulates(m, n, k):
     d2 = c.clone()
     deep_gemm.fp8_gemm_nt(a, b, d2, c=d2, recipe=(1, 1, 128))
     assert calc_diff(d2, ref) < 1e-3
+
+
+@pytest.mark.gpu
+def test_fp8_gemm_from_several_threads():
+    """Four Python threads call at once (the op runs without the GIL), each on its own stream,
+    alternating its own shape with a neighbour's: the launcher's caches, the JIT's first
+    loads and the per-thread tensor-map memo are shared or raced, and every output (poisoned
+    first) must match its reference."""
+    shapes = [(129, 576, 1536), (256, 2112, 512), (7, 4096, 1024), (300, 1024, 2048)]
+    cases = []
+    for i, (m, n, k) in enumerate(shapes):
+        torch.manual_seed(100 + i)
+        a, b = _quantized(m, n, k)
+        cases.append((a, b, _reference(a, b, fp32_out=False)))
+    torch.cuda.synchronize()
+    errors: list[str] = []
+    start = threading.Barrier(len(shapes))
+
+    def worker(i):
+        try:
+            stream = torch.cuda.Stream()
+            with torch.cuda.stream(stream):
+                start.wait()
+                for rep in range(10):
+                    for j in (i, (i + 1) % len(shapes)):
+                        a, b, ref = cases[j]
+                        d = torch.full(ref.shape, float("nan"), device="cuda", dtype=torch.bfloat16)
+                        deep_gemm.fp8_gemm_nt(a, b, d)
+                        diff = calc_diff(d, ref)  # on this stream, after the GEMM
+                        if not diff < 1e-3:
+                            errors.append(f"thread {i}, call {rep}, shape {shapes[j]}: calc_diff {diff:.2e}")
+        except Exception as exc:  # noqa: BLE001  (reported by the main thread)
+            errors.append(f"thread {i}: {exc!r}")
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(shapes))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not any(t.is_alive() for t in threads), "a thread did not finish"
+    assert not errors, "; ".join(errors[:5])
 
 
 @pytest.mark.gpu
