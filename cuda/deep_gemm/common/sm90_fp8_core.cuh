@@ -35,6 +35,14 @@ constexpr uint32_t kBlockK = 128;           // one scale block of K per pipeline
 constexpr uint32_t kWgmmaK = 32;            // K of one fp8 wgmma
 constexpr uint32_t kProducerRegs = 40;      // setmaxnreg for the TMA warpgroup
 constexpr uint32_t kMathRegs = 232;         // setmaxnreg for the math warpgroups
+// Registers per thread at entry: every entry is __launch_bounds__(384, 1), which gives 168
+// (64K / 384 in multiples of 8). setmaxnreg.inc waits until the CTA holds the registers it
+// asks for, so budgets over that allocation hang the kernel instead of failing it (seen
+// with a 48-register producer beside 232-register math warpgroups, NOTES.md session 11).
+constexpr uint32_t kEntryRegs = 168;
+constexpr bool register_budgets_fit(uint32_t num_math_threads, uint32_t producer_regs, uint32_t math_regs) {
+    return 128 * producer_regs + num_math_threads * math_regs <= (128 + num_math_threads) * kEntryRegs;
+}
 
 // Dynamic shared memory, from a 1024-byte aligned base (the 128B swizzle repeats every
 // 1024 bytes, and TMA and wgmma both apply it on absolute addresses):

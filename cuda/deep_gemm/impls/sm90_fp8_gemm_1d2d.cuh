@@ -288,6 +288,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     // 2-4% with the same change.
     constexpr bool kEarlyNext = kGemmType == GemmType::kMGroupedContiguous;
     constexpr uint32_t kMathRegsHere = kWalksGroups ? 224 : kMathRegs;
+    static_assert(register_budgets_fit(kNumMathThreads, kProdRegs, kMathRegsHere), "setmaxnreg budgets over the entry allocation");
 
     const uint32_t m = shape_dim<kShapeM>(shape_m);
     const uint32_t n = shape_dim<kShapeN>(shape_n);

@@ -75,6 +75,7 @@ __device__ __forceinline__ void sm90_fp8_k_grouped_impl(uint32_t shape_m, uint32
     using namespace sm90;
     constexpr uint32_t kNumMathWG = kBlockM / 64;
     constexpr uint32_t kNumMathThreads = kNumMathWG * 128;
+    static_assert(register_budgets_fit(kNumMathThreads, kProducerRegs, kMathRegs), "setmaxnreg budgets over the entry allocation");
     static_assert(kBlockM == 64 || kBlockM == 128, "BLOCK_M is 64 or 128");
     static_assert(kBlockN % 8 == 0 && kBlockN >= 8 && kBlockN <= 256, "BLOCK_N: multiple of 8 in [8, 256]");
     using Layout = Fp8SmemLayout<kBlockM, kBlockN, kStages, true, 0>;
