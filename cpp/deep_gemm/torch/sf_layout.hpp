@@ -20,18 +20,21 @@ inline bool is_mn_major_tma_aligned(const Tensor& sf) {
   return inner && (r == 2 || sf.size(0) <= 1 || sf.stride(0) == pad * kb);
 }
 
-// Fresh, uninitialised, contiguous fp32 storage of `shape` on sf's device. Through the C
-// shim's empty_strided (one unboxed call) rather than torch::stable::new_empty, which at our
-// target ABI (2.11) goes through the boxed dispatcher: this runs on every GEMM call that
-// converts its scales.
-inline Tensor empty_f32_on_device_of(const Tensor& sf, const std::vector<int64_t>& shape) {
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (size_t i = shape.size(); i-- > 1;) strides[i - 1] = strides[i] * shape[i];
+// Fresh, uninitialised, contiguous fp32 storage of shape[0, ndim) (ndim <= 3) on sf's
+// device. Through the C shim's empty_strided (one unboxed call) rather than
+// torch::stable::new_empty, which at our target ABI (2.11) goes through the boxed dispatcher;
+// shape and strides stay on the stack: this runs on every GEMM call that converts its scales.
+inline Tensor empty_f32_on_device_of(const Tensor& sf, const int64_t* shape, int64_t ndim) {
+  int64_t strides[3];
+  int64_t step = 1;
+  for (int64_t i = ndim - 1; i >= 0; --i) {
+    strides[i] = step;
+    step *= shape[i];
+  }
   int32_t device_type = 0;
   STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_type(sf.get(), &device_type));
   AtenTensorHandle out = nullptr;
-  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(static_cast<int64_t>(shape.size()), shape.data(),
-                                                         strides.data(), aoti_torch_dtype_float32(), device_type,
+  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(ndim, shape, strides, aoti_torch_dtype_float32(), device_type,
                                                          sf.get_device_index(), &out));
   return Tensor(out);
 }
@@ -50,8 +53,8 @@ inline Tensor mn_major_tma_aligned_storage(const Tensor& sf, const char* op, con
   check_sf(sf, op);
   const bool batched = sf.dim() == 3;
   const int64_t g = batched ? sf.size(0) : 1, mn = sf.size(batched), kb = sf.size(batched + 1), pad = tma_align4(mn);
-  std::vector<int64_t> storage_shape = batched ? std::vector<int64_t>{g, kb, pad} : std::vector<int64_t>{kb, pad};
-  Tensor storage = empty_f32_on_device_of(sf, storage_shape);
+  const int64_t storage_shape[3] = {g, kb, pad};  // [kb, pad] when not batched
+  Tensor storage = empty_f32_on_device_of(sf, storage_shape + (batched ? 0 : 1), batched ? 3 : 2);
   if (is_meta(sf) || sf.numel() == 0) return storage;
   check_arg(sf.is_cuda(), op, "scale factors must be a CUDA tensor here, got one on ", sf.is_cpu() ? "the CPU" : "another device");
   launch::MnMajorSfProblem p;
