@@ -374,7 +374,7 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_grouped_configs(int gemm_typ
         // The contiguous index layout walks M_sum like one tall GEMM: a 32-wide scheduler
         // group re-reads A from DRAM half as often as 16 and measured 1-2% faster on 8 x
         // ~4096 rows (N 7168, K 2048), equal on 4 x ~8192 (NOTES.md, sessions 5 and 12).
-        // Masked and psum measured best at 16 (the default).
+        // Masked measured best at 16 (the default); psum, not in the bench, keeps it too.
         if (gemm_type == static_cast<int>(Sm90GroupedType::kContiguous)) c.group_n = 32;
         // Masked and psum walk the groups with a cursor (producer on 56 registers, math on
         // 224): a second accumulator spilled 8 bytes there (CUDA 13.0), so they keep the
