@@ -26,6 +26,7 @@ inline bool is_mn_major_tma_aligned(const Tensor& sf) {
 // shape and strides stay on the stack: this runs on every GEMM call that converts its scales.
 inline Tensor empty_f32_on_device_of(const Tensor& sf, const int64_t* shape, int64_t ndim) {
   int64_t strides[3];
+  check_arg(ndim >= 1 && ndim <= 3, "empty_f32_on_device_of", "expected 1 to 3 dimensions, got ", ndim);
   int64_t step = 1;
   for (int64_t i = ndim - 1; i >= 0; --i) {
     strides[i] = step;
