@@ -1,12 +1,14 @@
 """Runs one bench case repeatedly, for profilers and clock probes (GPU host).
 
   DG_CASE=dense:4096,7168,16384 | contig:0 | contig:1 | masked:0 | masked:1
-  python tools/device/profile_case.py [launches] [--steady SECONDS]
+  [DG_TILE=128x192] python tools/device/profile_case.py [launches] [--steady SECONDS]
 
 Checks the case against its float reference first (output poisoned by the bench's
 builder), then makes `launches` launches (default 8). With --steady S it instead launches
 back to back for about S seconds and prints the mean µs per launch: the sustained clock
-and power of that kernel can then be sampled alongside (nvidia-smi).
+and power of that kernel can then be sampled alongside (nvidia-smi). DG_TILE=MxN asks for
+block sizes that are multiples of (M, N) (set_block_size_multiple_of), e.g. a tile the
+heuristics would not take for that shape.
 """
 
 import os
@@ -34,6 +36,9 @@ def build():
 
 
 def main():
+    tile = os.environ.get("DG_TILE")
+    if tile:
+        dg.set_block_size_multiple_of(tuple(int(x) for x in tile.split("x")))
     case = build()
     problem = bench.ours_problem(case)
     if problem:
