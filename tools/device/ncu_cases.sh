@@ -18,7 +18,7 @@ for spec in ${NCU_CASES:-dense:4096,7168,16384 contig:1 masked:1}; do
   export DG_TILE=$tile
   if [ -n "$bm" ]; then export DG_SM90_FP8_BLOCK_M=$bm; else unset DG_SM90_FP8_BLOCK_M; fi
   f="$OUT/ncu_$(echo "$spec" | tr ':,@' '___').txt"
-  DG_PRINT_CONFIGS=1 DG_CASE=$c python3 tools/device/profile_case.py 2 2>&1 | grep -E -- "-> block|rror"  # compile and check outside the profiler
+  DG_PRINT_CONFIGS=1 DG_CASE=$c python3 tools/device/profile_case.py 2 2>&1 | grep -E -- "-> block|rror|wrong result"  # compile and check outside the profiler
   DG_CASE=$c ncu --clock-control none -k regex:dg_entry --launch-skip 3 --launch-count 1 \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
       --section ComputeWorkloadAnalysis \
