@@ -12,7 +12,8 @@
 //   code   = sm90_fp8_gemm_source(cfg, compiled_m, compiled_n, compiled_k)  (0 = runtime)
 //   kernel = deep_jit compile {name, code, entry = "dg_entry", arch sm_90a,
 //                              include_dirs = {<cuda/ root>}}
-//   grid   = {cfg.grid_x, 1, 1}         (persistent: <= #SMs, a multiple of cfg.cluster;
+//   grid   = {cfg.grid_x, 1, 1}         (persistent: <= #SMs, a multiple of cfg.cluster,
+//                                        balanced: the fewest CTAs for the same waves;
 //                                        with cluster 2 also clamp to
 //                                        2 * cuOccupancyMaxActiveClusters(kernel, cfg):
 //                                        every CTA must be resident. 66 on the H200.)
@@ -59,7 +60,7 @@ struct Sm90Fp8GemmConfig {
     int cluster = 1;             // 1, or 2: CTA pairs multicast A (same m-block)
     int group_n = 16;            // scheduler group width (n-blocks), even
     int num_sms = 132;           // SMs available (set_num_sms)
-    int grid_x = 132;            // persistent grid: num_sms rounded down to the cluster
+    int grid_x = 132;            // persistent grid: <= num_sms, balanced over the tile waves (sm90_fp8_balanced_grid)
     int smem_bytes = 0;          // dynamic shared memory
     int num_math_threads = 256;  // min(block_m / 64, 2) warpgroups (block_m 256: two 64-row slabs each)
     int num_threads = 384;       // math + one TMA producer warpgroup
@@ -180,6 +181,17 @@ inline double sm90_fp8_estimate_cycles(const Sm90Fp8GemmConfig& c, int m, int n,
     return (std::max(sm_work, dram) + 0.3 * std::min(sm_work, dram)) * one_wg_overall;
 }
 
+// The persistent grid for `tiles` tiles on at most `max_grid` CTAs: the fewest CTAs (a
+// multiple of `cluster`) that keep the same number of waves, so every CTA runs the same
+// number of tiles. Never more CTAs than tiles. On the H200 the dense 1D2D bench shapes ran
+// 0.7-2% faster so (896 tiles on 128 CTAs instead of 132, 7 waves either way; 352 on 118;
+// NOTES.md, session 15). The 1D1D kernel takes it too (same scheduler; not timed apart).
+inline int sm90_fp8_balanced_grid(long tiles, int max_grid, int cluster) {
+    if (tiles <= 0) return std::min(max_grid, cluster);
+    const long waves = (tiles + max_grid - 1) / max_grid;
+    return sm90_fp8_align((tiles + waves - 1) / waves, cluster);
+}
+
 // Every legal configuration for an m x n x k problem on `num_sms` SMs, best first by the
 // cycle model. fp32_out selects the 1D1D kernel. Deterministic.
 // Cluster-2 (A multicast) candidates are listed only with allow_cluster2: on the H200 they
@@ -225,9 +237,9 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_gemm_configs(int m, int n, i
                 c.stages = stages;
                 c.smem_bytes = sm90_fp8_smem_bytes(kind, bm, bn, stages);
                 c.est_cycles = sm90_fp8_estimate_cycles(c, m, n, k, num_groups);
-                // Do not launch more CTAs than tiles (keeps tiny problems cheap), cluster-aligned.
-                const long tiles = static_cast<long>(sm90_fp8_ceil_div(m, bm)) * sm90_fp8_ceil_div(n, bn) * num_groups;
-                if (tiles < c.grid_x) c.grid_x = sm90_fp8_align(tiles, cluster);
+                c.grid_x = sm90_fp8_balanced_grid(
+                    static_cast<long>(sm90_fp8_ceil_div(m, bm)) * sm90_fp8_ceil_div(n, bn) * num_groups, c.grid_x,
+                    cluster);
                 all.push_back(c);
             }
         }
@@ -371,6 +383,11 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_grouped_configs(int gemm_typ
             continue;
         c.gemm_type = gemm_type;
         if (gemm_type != static_cast<int>(Sm90GroupedType::kContiguous)) c.grid_x = num_sms;
+        // The contiguous layout keeps every SM (no wave balancing): its tiles differ in cost
+        // (padding rows skipped, tiles split between two groups), and 130 balanced CTAs
+        // measured 0.7% slower than 132 on 4 x ~8192 rows (NOTES.md, session 15).
+        else c.grid_x = std::min<long>(num_sms, static_cast<long>(sm90_fp8_ceil_div(std::max(m, 1), c.block_m)) *
+                                                    sm90_fp8_ceil_div(n, c.block_n));
         // The contiguous index layout walks M_sum like one tall GEMM: a 32-wide scheduler
         // group re-reads A from DRAM half as often as 16 and measured 1-2% faster on 8 x
         // ~4096 rows (N 7168, K 2048), equal on 4 x ~8192 (NOTES.md, sessions 5 and 12).
