@@ -60,7 +60,7 @@ struct Sm90Fp8GemmConfig {
     int cluster = 1;             // 1, or 2: CTA pairs multicast A (same m-block)
     int group_n = 16;            // scheduler group width (n-blocks), even
     int num_sms = 132;           // SMs available (set_num_sms)
-    int grid_x = 132;            // persistent grid: <= num_sms, balanced over the tile waves (sm90_fp8_balanced_grid)
+    int grid_x = 132;            // persistent grid: <= num_sms (sm90_fp8_persistent_grid)
     int smem_bytes = 0;          // dynamic shared memory
     int num_math_threads = 256;  // min(block_m / 64, 2) warpgroups (block_m 256: two 64-row slabs each)
     int num_threads = 384;       // math + one TMA producer warpgroup
@@ -181,15 +181,16 @@ inline double sm90_fp8_estimate_cycles(const Sm90Fp8GemmConfig& c, int m, int n,
     return (std::max(sm_work, dram) + 0.3 * std::min(sm_work, dram)) * one_wg_overall;
 }
 
-// The persistent grid for `tiles` tiles on at most `max_grid` CTAs: the fewest CTAs (a
-// multiple of `cluster`) that keep the same number of waves, so every CTA runs the same
-// number of tiles. Never more CTAs than tiles. On the H200 the dense 1D2D bench shapes ran
-// 0.7-2% faster so (896 tiles on 128 CTAs instead of 132, 7 waves either way; 352 on 118;
-// NOTES.md, session 15). The 1D1D kernel takes it too (same scheduler; not timed apart).
-inline int sm90_fp8_balanced_grid(long tiles, int max_grid, int cluster) {
+// The persistent grid for `tiles` tiles on at most `max_grid` CTAs (a multiple of
+// `cluster`), never more CTAs than tiles. Balanced: the fewest CTAs that keep the same
+// number of waves, so every CTA runs the same number of tiles. On the H200 the dense 1D2D
+// bench shapes ran 0.7-2% faster so (896 tiles on 128 CTAs instead of 132, 7 waves either
+// way; 352 on 118; NOTES.md, session 15); the 1D1D kernel takes it too (same scheduler, not
+// timed apart). The contiguous grouped layout does not (see rank_sm90_fp8_grouped_configs).
+inline int sm90_fp8_persistent_grid(long tiles, int max_grid, int cluster, bool balanced) {
     if (tiles <= 0) return std::min(max_grid, cluster);
-    const long waves = (tiles + max_grid - 1) / max_grid;
-    return sm90_fp8_align((tiles + waves - 1) / waves, cluster);
+    const long waves = balanced ? (tiles + max_grid - 1) / max_grid : 1;
+    return tiles < max_grid || balanced ? sm90_fp8_align((tiles + waves - 1) / waves, cluster) : max_grid;
 }
 
 // Every legal configuration for an m x n x k problem on `num_sms` SMs, best first by the
@@ -199,7 +200,8 @@ inline int sm90_fp8_balanced_grid(long tiles, int max_grid, int cluster) {
 // automatic choice does not take them until that changes.
 inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_gemm_configs(int m, int n, int k, int num_sms, bool fp32_out,
                                                                  int max_smem_bytes = kSm90MaxSmemBytes,
-                                                                 bool allow_cluster2 = false, int num_groups = 1) {
+                                                                 bool allow_cluster2 = false, int num_groups = 1,
+                                                                 bool balance_grid = true) {
     const Sm90Fp8Kind kind = fp32_out ? Sm90Fp8Kind::k1D1D : Sm90Fp8Kind::k1D2D;
     std::vector<Sm90Fp8GemmConfig> all;
     for (int bm : {64, 128, 256}) {
@@ -237,9 +239,9 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_gemm_configs(int m, int n, i
                 c.stages = stages;
                 c.smem_bytes = sm90_fp8_smem_bytes(kind, bm, bn, stages);
                 c.est_cycles = sm90_fp8_estimate_cycles(c, m, n, k, num_groups);
-                c.grid_x = sm90_fp8_balanced_grid(
+                c.grid_x = sm90_fp8_persistent_grid(
                     static_cast<long>(sm90_fp8_ceil_div(m, bm)) * sm90_fp8_ceil_div(n, bn) * num_groups, c.grid_x,
-                    cluster);
+                    cluster, balance_grid);
                 all.push_back(c);
             }
         }
@@ -375,19 +377,17 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_grouped_configs(int gemm_typ
                                                                     int k, int num_sms, int align_m,
                                                                     int max_smem_bytes = kSm90MaxSmemBytes) {
     std::vector<Sm90Fp8GemmConfig> out;
+    // The contiguous layout keeps every SM (no wave balancing): its tiles differ in cost
+    // (padding rows skipped, tiles split between two groups), and 130 balanced CTAs measured
+    // 0.7% slower than 132 on 4 x ~8192 rows (NOTES.md, session 15).
     for (auto c : rank_sm90_fp8_gemm_configs(std::max(m, 1), n, k, num_sms, false, max_smem_bytes, false,
-                                             std::max(num_groups, 1))) {
+                                             std::max(num_groups, 1), false)) {
         // block_n 192 spills at the grouped kernels' 224 registers.
         if (c.cluster != 1 || c.block_n > 160) continue;
         if (gemm_type != static_cast<int>(Sm90GroupedType::kMasked) && align_m % std::min(c.block_m, 128) != 0)
             continue;
         c.gemm_type = gemm_type;
         if (gemm_type != static_cast<int>(Sm90GroupedType::kContiguous)) c.grid_x = num_sms;
-        // The contiguous layout keeps every SM (no wave balancing): its tiles differ in cost
-        // (padding rows skipped, tiles split between two groups), and 130 balanced CTAs
-        // measured 0.7% slower than 132 on 4 x ~8192 rows (NOTES.md, session 15).
-        else c.grid_x = std::min<long>(num_sms, static_cast<long>(sm90_fp8_ceil_div(std::max(m, 1), c.block_m)) *
-                                                    sm90_fp8_ceil_div(n, c.block_n));
         // The contiguous index layout walks M_sum like one tall GEMM: a 32-wide scheduler
         // group re-reads A from DRAM half as often as 16 and measured 1-2% faster on 8 x
         // ~4096 rows (N 7168, K 2048), equal on 4 x ~8192 (NOTES.md, sessions 5 and 12).
