@@ -90,7 +90,9 @@ def test_bad_arguments_are_usage_errors():
 def test_parse_args_defaults():
     args = bench.parse_args([])
     assert args.suite == "all" and args.repeats >= 30 and args.json.endswith(".json")
+    assert not args.sequential  # interleaved timing unless asked
     assert bench.parse_args(["--suite", "grouped", "--repeats", "50"]).repeats == 50
+    assert bench.parse_args(["--sequential"]).sequential
 
 
 # ---------------------------------------------------------------------------- shape sets
@@ -144,6 +146,92 @@ def test_speedup_is_peer_time_over_ours():
     assert rec["peers"]["torch_bf16"]["speedup"] == pytest.approx(1371.8 / 674.6)
     failed = record(us=None, tflops=None, status="fail", reason="diff 0.5 > allowed 0.001")
     assert all("speedup" not in p for p in failed["peers"].values())
+
+
+# ---------------------------------------------------------------------------- timing order (CPU fakes)
+
+
+class FakeEvent:
+    """Stands in for torch.cuda.Event: records a tick of a shared clock."""
+
+    clock = 0
+
+    def __init__(self, enable_timing=True):
+        self.tick = None
+
+    def record(self):
+        FakeEvent.clock += 1
+        self.tick = FakeEvent.clock
+
+    def elapsed_time(self, end):
+        return (end.tick - self.tick) * 1e-3  # ms
+
+
+def fake_timer(monkeypatch, repeats, warmups):
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    timer = object.__new__(bench.LaunchTimer)  # no CUDA flush buffer on this machine
+    timer.repeats, timer.warmups = repeats, warmups
+    timer.flush_buffer = torch.empty(4)
+    return timer
+
+
+def test_interleaved_samples_take_turns_launch_by_launch(monkeypatch):
+    timer = fake_timer(monkeypatch, repeats=3, warmups=2)
+    calls = []
+    fns = {name: (lambda name=name: calls.append(name)) for name in ("ours", "peer")}
+    samples = timer.samples_us_interleaved(fns)
+    assert calls == ["ours"] * 2 + ["peer"] * 2 + ["ours", "peer"] * 3  # warm-ups, then in turn
+    assert {name: len(s) for name, s in samples.items()} == {"ours": 3, "peer": 3}
+    assert all(t == pytest.approx(1.0) for s in samples.values() for t in s)  # one tick per launch, in us
+
+
+class Launches:
+    """A case's implementations as fakes that log their launches; `wrong` ones fail the check."""
+
+    def __init__(self, wrong=()):
+        self.log, self.wrong = [], set(wrong)
+        self.reference = torch.ones(4)
+
+    def fn(self, name):
+        def run():
+            self.log.append(name)
+            return -self.reference if name in self.wrong else self.reference.clone()
+
+        return run
+
+    def case(self):
+        case = bench.Case(meta=bench.row_meta("fp8", "fp8_gemm_nt", 1, 1, 128), flops=2e6, max_diff=1e-3)
+        case.ours, case.reference = self.fn("ours"), self.reference
+        case.read_ours = lambda: self.reference if "ours" not in self.wrong else -self.reference
+        case.peers = {name: bench.Peer(run=self.fn(name)) for name in ("cublaslt_blockwise", "torch_bf16")}
+        case.peers["missing"] = bench.Peer(reason="not in this torch")
+        return case
+
+
+@pytest.mark.parametrize("interleaved", [True, False])
+def test_measure_case_checks_all_then_times_the_correct_ones(monkeypatch, interleaved):
+    timer = fake_timer(monkeypatch, repeats=2, warmups=0)
+    launches = Launches(wrong=["torch_bf16"])
+    rec = bench.measure_case(launches.case(), timer, with_peers=True, interleaved=interleaved)
+    checks, timed = launches.log[:3], launches.log[3:]
+    assert checks == ["ours", "cublaslt_blockwise", "torch_bf16"]
+    if interleaved:
+        assert timed == ["ours", "cublaslt_blockwise"] * 2
+    else:
+        assert timed == ["ours"] * 2 + ["cublaslt_blockwise"] * 2
+    assert rec["status"] == "ok" and rec["us"] > 0 and rec["tflops"] > 0
+    assert rec["peers"]["cublaslt_blockwise"]["speedup"] == pytest.approx(1.0)
+    bf16 = rec["peers"]["torch_bf16"]
+    assert bf16["status"] == "fail" and "us" not in bf16 and "speedup" not in bf16
+    assert rec["peers"]["missing"] == {"available": False, "reason": "not in this torch"}
+
+
+def test_measure_case_does_not_time_a_wrong_op(monkeypatch):
+    timer = fake_timer(monkeypatch, repeats=2, warmups=1)
+    launches = Launches(wrong=["ours"])
+    rec = bench.measure_case(launches.case(), timer, with_peers=False)
+    assert launches.log == ["ours"] and rec["status"] == "fail" and rec["us"] is None
 
 
 def test_summary_geomean_over_cublaslt_counts_only_ok_rows():

@@ -9,6 +9,9 @@ Implements the protocol of the project's BENCH.md:
 * warm-up runs outside the timed region; before each timed launch a 256 MB buffer
   is written to flush L2; each launch is timed with its own pair of CUDA events;
   the median over ``--repeats`` (at least 30 for the protocol) launches is reported;
+  a row's implementations are timed launch by launch in turn (ours, each peer, ours,
+  ...), so the GPU's clock drift at its power cap affects all of them alike
+  (``--sequential``: all launches of one implementation, then the next);
 * peers run in the same process on the same data: cuBLASLt blockwise FP8 through
   ``torch.nn.functional.scaled_mm`` and bf16 ``A @ B.t()``; for the k-grouped (wgrad)
   rows, one scaled_mm (1x128 scales on both operands) per group plus the fp32 add of ``c``,
@@ -167,6 +170,28 @@ class LaunchTimer:
 
     def measure(self, fn: Callable[[], Any]) -> dict[str, float]:
         return spread(self.samples_us(fn))
+
+    def samples_us_interleaved(self, fns: dict[str, Callable[[], Any]]) -> dict[str, list[float]]:
+        """Like ``samples_us`` for several implementations at once, launch by launch in
+        turn (a, b, c, a, b, c, ...): each sees the same mix of preceding work, so the
+        GPU's clock and power state drift over the run alike for all of them."""
+        for fn in fns.values():
+            for _ in range(self.warmups):
+                fn()
+        torch.cuda.synchronize()
+        events = {
+            name: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(self.repeats)]
+            for name in fns
+        }
+        for i in range(self.repeats):
+            for name, fn in fns.items():
+                start, end = events[name][i]
+                self.flush_buffer.zero_()
+                start.record()
+                fn()
+                end.record()
+        torch.cuda.synchronize()
+        return {name: [s.elapsed_time(e) * 1e3 for s, e in pairs] for name, pairs in events.items()}
 
 
 # ---------------------------------------------------------------------------- cases
@@ -516,8 +541,9 @@ def ours_problem(case: Case) -> str | None:
     return diff_problem(checked_diff(case.read_ours(), case.reference), case.max_diff)
 
 
-def measure_ours(case: Case, timer: LaunchTimer) -> dict[str, Any]:
-    """Correctness first, then timing; returns the fields of the record for our op."""
+def check_ours(case: Case) -> dict[str, Any]:
+    """Runs our op once and checks it: ``{"status": "ok", "diff": ...}`` when it may be
+    timed, else the record fields that say why not (skipped, error, fail)."""
     if case.ours is None:
         return {"status": "skipped", "reason": case.skip_reason}
     try:
@@ -529,11 +555,11 @@ def measure_ours(case: Case, timer: LaunchTimer) -> dict[str, Any]:
     problem = diff_problem(diff, case.max_diff)
     if problem:
         return {"status": "fail", "diff": diff, "reason": problem}
-    stats = timer.measure(case.ours)
-    return dict(stats, status="ok", diff=diff, tflops=tflops(case.flops, stats["us"]))
+    return {"status": "ok", "diff": diff}
 
 
-def measure_peer(peer: Peer, case: Case, timer: LaunchTimer) -> dict[str, Any]:
+def check_peer(peer: Peer, case: Case) -> dict[str, Any]:
+    """Like ``check_ours`` for a peer (``available`` says whether it could run at all)."""
     if peer.run is None:
         return {"available": False, "reason": peer.reason}
     try:
@@ -545,8 +571,7 @@ def measure_peer(peer: Peer, case: Case, timer: LaunchTimer) -> dict[str, Any]:
     problem = diff_problem(diff, case.max_diff)
     if problem:
         return {"available": True, "status": "fail", "diff": diff, "reason": problem}
-    stats = timer.measure(peer.run)
-    return dict(stats, available=True, status="ok", diff=diff, tflops=tflops(case.flops, stats["us"]))
+    return {"available": True, "status": "ok", "diff": diff}
 
 
 def add_speedups(record: dict[str, Any]) -> None:
@@ -556,17 +581,45 @@ def add_speedups(record: dict[str, Any]) -> None:
             peer["speedup"] = peer["us"] / record["us"]
 
 
-def measure_case(case: Case, timer: LaunchTimer, with_peers: bool = True) -> dict[str, Any]:
+OURS = "deep_gemm"  # key of our op among the implementations a row times
+
+
+def time_launchers(fns: dict[str, Callable[[], Any]], timer: LaunchTimer, interleaved: bool) -> dict[str, dict]:
+    """Each launcher's timing statistics: launch by launch in turn when ``interleaved``,
+    else one after another (all of one, then all of the next) in the order given."""
+    if interleaved and len(fns) > 1:
+        return {name: spread(samples) for name, samples in timer.samples_us_interleaved(fns).items()}
+    return {name: timer.measure(fn) for name, fn in fns.items()}
+
+
+def measure_case(case: Case, timer: LaunchTimer, with_peers: bool = True, interleaved: bool = True) -> dict[str, Any]:
+    """Correctness of every implementation first; then the correct ones are timed, by
+    default interleaved (``LaunchTimer.samples_us_interleaved``). Timed one after another,
+    a row's ratio to cuBLASLt moved by up to 14% between two passes in one process, as the
+    clock drifts at the H200's power cap; interleaved, by at most 4% (docs/NOTES.md,
+    session 16)."""
     record = empty_record(case)
-    record.update(measure_ours(case, timer))
-    if with_peers:
-        record["peers"] = {name: measure_peer(peer, case, timer) for name, peer in case.peers.items()}
+    record.update(check_ours(case))
+    peers = case.peers if with_peers else {}
+    record["peers"] = {name: check_peer(peer, case) for name, peer in peers.items()}
+    fns = {OURS: case.ours} if record["status"] == "ok" else {}
+    fns.update({name: peers[name].run for name, r in record["peers"].items() if r.get("status") == "ok"})
+    for name, stats in time_launchers(fns, timer, interleaved).items():
+        target = record if name == OURS else record["peers"][name]
+        target.update(stats)
+        target["tflops"] = tflops(case.flops, stats["us"])
     add_speedups(record)
     return record
 
 
 def run_suite(
-    dg: Any, suite: str, timer: LaunchTimer, seed: int, with_peers: bool, log: Callable[[str], None]
+    dg: Any,
+    suite: str,
+    timer: LaunchTimer,
+    seed: int,
+    with_peers: bool,
+    log: Callable[[str], None],
+    interleaved: bool = True,
 ) -> list[dict[str, Any]]:
     records = []
     for label, build in suite_cases(dg, suite, seed):
@@ -587,7 +640,7 @@ def run_suite(
                 }
             )
             continue
-        records.append(measure_case(case, timer, with_peers))
+        records.append(measure_case(case, timer, with_peers, interleaved))
         log(f"{label}: {short_status(records[-1])}")
         del case
         torch.cuda.empty_cache()
@@ -1011,6 +1064,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
     parser.add_argument("--no-peers", action="store_true", help="do not measure the peers")
     parser.add_argument(
+        "--sequential",
+        action="store_true",
+        help="time a row's implementations one after another (all launches of ours, then of each peer) "
+        "instead of launch by launch in turn",
+    )
+    parser.add_argument(
         "--skip-extras", action="store_true", help="skip host overhead, JIT compile and import time measurements"
     )
     args = parser.parse_args(argv)
@@ -1030,6 +1089,7 @@ def run_benchmark(dg: Any, args: argparse.Namespace) -> dict[str, Any]:
         "warmups": args.warmups,
         "flush_bytes": FLUSH_BYTES,
         "statistic": "median",
+        "order": "sequential" if args.sequential else "interleaved",
         "meets_min_repeats": args.repeats >= PROTOCOL_MIN_REPEATS,
     }
     if args.repeats < PROTOCOL_MIN_REPEATS:
@@ -1038,7 +1098,7 @@ def run_benchmark(dg: Any, args: argparse.Namespace) -> dict[str, Any]:
     suites = SUITES if args.suite == "all" else (args.suite,)
     records = []
     for suite in suites:
-        records += run_suite(dg, suite, timer, args.seed, not args.no_peers, log)
+        records += run_suite(dg, suite, timer, args.seed, not args.no_peers, log, interleaved=not args.sequential)
     result["records"] = records
     result["summary"] = summarize(records)
     if not args.skip_extras:
