@@ -152,38 +152,73 @@ def test_speedup_is_peer_time_over_ours():
 
 
 class FakeEvent:
-    """Stands in for torch.cuda.Event: records a tick of a shared clock."""
+    """Stands in for torch.cuda.Event: records a tick of a shared clock. query() (has the
+    GPU passed it?) answers from `FakeEvent.passed`, a list of answers in turn."""
 
     clock = 0
+    passed: list = []
 
-    def __init__(self, enable_timing=True):
+    def __init__(self, enable_timing=False):
         self.tick = None
 
     def record(self):
         FakeEvent.clock += 1
         self.tick = FakeEvent.clock
 
+    def query(self):
+        return FakeEvent.passed.pop(0)
+
     def elapsed_time(self, end):
         return (end.tick - self.tick) * 1e-3  # ms
 
 
-def fake_timer(monkeypatch, repeats, warmups):
+def fake_timer(monkeypatch, repeats, warmups, passed=None):
+    """A LaunchTimer on fake events; `passed`: the spin-finished answers (default: never)."""
+    spins = []
+    FakeEvent.passed = list(passed) if passed is not None else [False] * 100
     monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "_sleep", spins.append)
     timer = object.__new__(bench.LaunchTimer)  # no CUDA flush buffer on this machine
-    timer.repeats, timer.warmups = repeats, warmups
+    timer.repeats, timer.warmups, timer.queue_ahead = repeats, warmups, True
+    timer.spin_cycles = bench.LaunchTimer.SPIN_CYCLES
     timer.flush_buffer = torch.empty(4)
-    return timer
+    return timer, spins
 
 
 def test_interleaved_samples_take_turns_launch_by_launch(monkeypatch):
-    timer = fake_timer(monkeypatch, repeats=3, warmups=2)
+    timer, spins = fake_timer(monkeypatch, repeats=3, warmups=2)
     calls = []
     fns = {name: (lambda name=name: calls.append(name)) for name in ("ours", "peer")}
     samples = timer.samples_us_interleaved(fns)
     assert calls == ["ours"] * 2 + ["peer"] * 2 + ["ours", "peer"] * 3  # warm-ups, then in turn
+    # One spin behind each launcher's first warm-up (can it be queued ahead?), then one
+    # in front of all six timed launches.
+    assert spins == [bench.LaunchTimer.SPIN_CYCLES] * 3 and timer.last_queued
     assert {name: len(s) for name, s in samples.items()} == {"ours": 3, "peer": 3}
     assert all(t == pytest.approx(1.0) for s in samples.values() for t in s)  # one tick per launch, in us
+
+
+def test_launches_queued_too_late_are_timed_again_behind_longer_spins(monkeypatch):
+    # The spin is over before the host has queued everything twice (slow host or full
+    # launch queue): then each half is timed on its own, the first half in time.
+    timer, spins = fake_timer(monkeypatch, repeats=4, warmups=0, passed=[False, True, True, False, False])
+    calls = []
+    samples = timer.samples_us(lambda: calls.append(1))
+    first = bench.LaunchTimer.SPIN_CYCLES
+    assert spins == [first, first, 2 * first, 4 * first, 4 * first] and timer.spin_cycles == 4 * first
+    assert len(calls) == 1 + 4 + 4 + 2 + 2 and len(samples) == 4 and timer.last_queued
+    with pytest.raises(RuntimeError, match="could not queue one launch"):
+        fake_timer(monkeypatch, repeats=1, warmups=0, passed=[False] + [True] * 4)[0].samples_us(lambda: None)
+
+
+def test_a_launcher_that_waits_for_the_gpu_is_timed_as_it_comes(monkeypatch):
+    # Its probe launch outlasts the spin (it synchronises, as a reference op reading
+    # masked_m on the host does): no spin in front of its timed launches.
+    timer, spins = fake_timer(monkeypatch, repeats=3, warmups=1, passed=[True])
+    calls = []
+    assert len(timer.samples_us(lambda: calls.append(1))) == 3
+    assert spins == [bench.LaunchTimer.SPIN_CYCLES] and len(calls) == 4 and not timer.last_queued
 
 
 class Launches:
@@ -211,16 +246,16 @@ class Launches:
 
 @pytest.mark.parametrize("interleaved", [True, False])
 def test_measure_case_checks_all_then_times_the_correct_ones(monkeypatch, interleaved):
-    timer = fake_timer(monkeypatch, repeats=2, warmups=0)
+    timer, _ = fake_timer(monkeypatch, repeats=2, warmups=0)
     launches = Launches(wrong=["torch_bf16"])
     rec = bench.measure_case(launches.case(), timer, with_peers=True, interleaved=interleaved)
     checks, timed = launches.log[:3], launches.log[3:]
     assert checks == ["ours", "cublaslt_blockwise", "torch_bf16"]
-    if interleaved:
-        assert timed == ["ours", "cublaslt_blockwise"] * 2
+    if interleaved:  # one probe launch each (no warm-ups asked for), then in turn
+        assert timed == ["ours", "cublaslt_blockwise"] + ["ours", "cublaslt_blockwise"] * 2
     else:
-        assert timed == ["ours"] * 2 + ["cublaslt_blockwise"] * 2
-    assert rec["status"] == "ok" and rec["us"] > 0 and rec["tflops"] > 0
+        assert timed == ["ours"] * 3 + ["cublaslt_blockwise"] * 3
+    assert rec["status"] == "ok" and rec["us"] > 0 and rec["tflops"] > 0 and rec["queued"]
     assert rec["peers"]["cublaslt_blockwise"]["speedup"] == pytest.approx(1.0)
     bf16 = rec["peers"]["torch_bf16"]
     assert bf16["status"] == "fail" and "us" not in bf16 and "speedup" not in bf16
@@ -228,7 +263,7 @@ def test_measure_case_checks_all_then_times_the_correct_ones(monkeypatch, interl
 
 
 def test_measure_case_does_not_time_a_wrong_op(monkeypatch):
-    timer = fake_timer(monkeypatch, repeats=2, warmups=1)
+    timer, _ = fake_timer(monkeypatch, repeats=2, warmups=1)
     launches = Launches(wrong=["ours"])
     rec = bench.measure_case(launches.case(), timer, with_peers=False)
     assert launches.log == ["ours"] and rec["status"] == "fail" and rec["us"] is None
@@ -369,8 +404,10 @@ def test_fp8_suite_runs_end_to_end_on_gpu(tmp_path):
         assert rec["status"] in ("ok", "skipped", "fail", "error")
         if rec["status"] == "ok":
             assert rec["us"] > 0 and rec["diff"] < 1e-3
+            assert rec["queued"], "our launches never wait for the host: they must be timed queued ahead"
         bf16 = rec["peers"]["torch_bf16"]
-        assert bf16.get("us", 0) > 0 and bf16["diff"] < 1e-4
+        assert bf16.get("us", 0) > 0 and bf16["diff"] < 1e-4 and bf16["queued"]
+    assert loaded["protocol"]["order"] == "interleaved"
 
 
 class ReferenceOps:

@@ -11,7 +11,9 @@ Implements the protocol of the project's BENCH.md:
   the median over ``--repeats`` (at least 30 for the protocol) launches is reported;
   a row's implementations are timed launch by launch in turn (ours, each peer, ours,
   ...), so the GPU's clock drift at its power cap affects all of them alike
-  (``--sequential``: all launches of one implementation, then the next);
+  (``--sequential``: all launches of one implementation, then the next), and the
+  launches are queued behind a GPU spin so that no host launch path lands in an event
+  time (a record's ``queued`` says so; see ``LaunchTimer``);
 * peers run in the same process on the same data: cuBLASLt blockwise FP8 through
   ``torch.nn.functional.scaled_mm`` and bf16 ``A @ B.t()``; for the k-grouped (wgrad)
   rows, one scaled_mm (1x128 scales on both operands) per group plus the fp32 add of ``c``,
@@ -146,27 +148,81 @@ def gemm_flops(m: int, n: int, k: int) -> float:
 
 
 class LaunchTimer:
-    """Times single launches with CUDA events, flushing L2 before each one."""
+    """Times single launches with CUDA events, flushing L2 before each one.
 
-    def __init__(self, repeats: int, warmups: int):
+    The launches of a measurement are queued behind a GPU spin that outlasts their
+    enqueueing, so the GPU runs them back to back and each pair of events times GPU work
+    only. Without it, the GPU can reach a start event before the host has launched the
+    kernel, and the host's launch path lands in the time: interleaved with ours on the
+    H200's host, cuBLASLt's 128x2112x7168 read 32-45 us instead of 25 (docs/NOTES.md,
+    session 16). A launcher that waits for the GPU itself (a host sync inside it) cannot
+    be queued ahead; it is timed launch by launch as it comes, and ``last_queued`` says
+    which way the last measurement went. ``queue_ahead=False`` never spins (comparisons)."""
+
+    # Initial spin: ~10 ms at the H200's clocks (grown when too short, see _timed).
+    SPIN_CYCLES = 20_000_000
+    MAX_SPIN_CYCLES = 320_000_000
+
+    def __init__(self, repeats: int, warmups: int, queue_ahead: bool = True):
         self.repeats = repeats
         self.warmups = warmups
+        self.queue_ahead = queue_ahead
+        self.spin_cycles = self.SPIN_CYCLES
+        self.last_queued = False
         self.flush_buffer = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
 
-    def samples_us(self, fn: Callable[[], Any]) -> list[float]:
-        for _ in range(self.warmups):
-            fn()
+    def _spin(self) -> Any:
+        """Queues the GPU spin; returns an event that has passed once it is over."""
         torch.cuda.synchronize()
-        events = [
-            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(self.repeats)
-        ]
-        for start, end in events:
+        torch.cuda._sleep(self.spin_cycles)
+        spun = torch.cuda.Event()
+        spun.record()
+        return spun
+
+    def _warm_up(self, fns: Sequence[Callable[[], Any]]) -> bool:
+        """Runs the warm-up launches; True when each launcher can be queued ahead (its
+        first warm-up, behind a spin, returned while the GPU was still spinning)."""
+        queueable = True
+        for fn in fns:
+            for i in range(max(self.warmups, 1 if self.queue_ahead else 0)):
+                spun = self._spin() if self.queue_ahead and i == 0 else None
+                fn()
+                if spun is not None and spun.query():
+                    queueable = False
+        torch.cuda.synchronize()
+        return self.queue_ahead and queueable
+
+    def _enqueue(self, launches: Sequence[Callable[[], Any]]) -> list[tuple[Any, Any]]:
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in launches]
+        for fn, (start, end) in zip(launches, events, strict=True):
             self.flush_buffer.zero_()
             start.record()
             fn()
             end.record()
-        torch.cuda.synchronize()
-        return [start.elapsed_time(end) * 1e3 for start, end in events]
+        return events
+
+    def _timed(self, launches: Sequence[Callable[[], Any]], queued: bool) -> list[float]:
+        """Each launch's time in us, flushed and event-timed (in the order given). Queued:
+        when the spin is over before the host has queued everything (a slow moment, or a
+        launch queue that fills up and blocks the host), the spin is doubled and, failing
+        again, the launches are timed in two halves."""
+        for _ in range(2 if queued else 1):
+            spun = self._spin() if queued else None
+            events = self._enqueue(launches)
+            in_time = spun is None or not spun.query()  # still spinning: no launch waited for the host
+            torch.cuda.synchronize()
+            if in_time:
+                return [start.elapsed_time(end) * 1e3 for start, end in events]
+            self.spin_cycles = min(2 * self.spin_cycles, self.MAX_SPIN_CYCLES)
+        if len(launches) == 1:
+            raise RuntimeError("deep_gemm.bench: the host could not queue one launch within a GPU spin of "
+                               f"{self.spin_cycles} cycles")
+        half = len(launches) // 2
+        return self._timed(launches[:half], queued) + self._timed(launches[half:], queued)
+
+    def samples_us(self, fn: Callable[[], Any]) -> list[float]:
+        self.last_queued = self._warm_up([fn])
+        return self._timed([fn] * self.repeats, self.last_queued)
 
     def measure(self, fn: Callable[[], Any]) -> dict[str, float]:
         return spread(self.samples_us(fn))
@@ -175,23 +231,10 @@ class LaunchTimer:
         """Like ``samples_us`` for several implementations at once, launch by launch in
         turn (a, b, c, a, b, c, ...): each sees the same mix of preceding work, so the
         GPU's clock and power state drift over the run alike for all of them."""
-        for fn in fns.values():
-            for _ in range(self.warmups):
-                fn()
-        torch.cuda.synchronize()
-        events = {
-            name: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(self.repeats)]
-            for name in fns
-        }
-        for i in range(self.repeats):
-            for name, fn in fns.items():
-                start, end = events[name][i]
-                self.flush_buffer.zero_()
-                start.record()
-                fn()
-                end.record()
-        torch.cuda.synchronize()
-        return {name: [s.elapsed_time(e) * 1e3 for s, e in pairs] for name, pairs in events.items()}
+        names = list(fns)
+        self.last_queued = self._warm_up(list(fns.values()))
+        times = self._timed([fns[name] for _ in range(self.repeats) for name in names], self.last_queued)
+        return {name: times[i :: len(names)] for i, name in enumerate(names)}
 
 
 # ---------------------------------------------------------------------------- cases
@@ -586,10 +629,12 @@ OURS = "deep_gemm"  # key of our op among the implementations a row times
 
 def time_launchers(fns: dict[str, Callable[[], Any]], timer: LaunchTimer, interleaved: bool) -> dict[str, dict]:
     """Each launcher's timing statistics: launch by launch in turn when ``interleaved``,
-    else one after another (all of one, then all of the next) in the order given."""
+    else one after another (all of one, then all of the next) in the order given;
+    ``queued``: whether its launches were queued ahead of the GPU (LaunchTimer)."""
     if interleaved and len(fns) > 1:
-        return {name: spread(samples) for name, samples in timer.samples_us_interleaved(fns).items()}
-    return {name: timer.measure(fn) for name, fn in fns.items()}
+        samples = timer.samples_us_interleaved(fns)
+        return {name: dict(spread(s), queued=timer.last_queued) for name, s in samples.items()}
+    return {name: dict(timer.measure(fn), queued=timer.last_queued) for name, fn in fns.items()}
 
 
 def measure_case(case: Case, timer: LaunchTimer, with_peers: bool = True, interleaved: bool = True) -> dict[str, Any]:
