@@ -8,6 +8,7 @@ import threading
 
 import pytest
 import torch
+from concurrency import run_concurrently
 
 import deep_gemm
 from deep_gemm.testing import calc_diff
@@ -249,13 +250,7 @@ def test_fp8_gemm_from_several_threads():
         except Exception as exc:  # noqa: BLE001  (reported by the main thread)
             errors.append(f"thread {i}: {exc!r}")
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(shapes))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=300)
-    assert not any(t.is_alive() for t in threads), "a thread did not finish"
-    assert not errors, "; ".join(errors[:5])
+    run_concurrently(worker, len(shapes), errors)
 
 
 @pytest.mark.gpu
