@@ -122,6 +122,21 @@ __device__ __forceinline__ void init_barriers(const Layout& smem) {
     ptx::fence_mbar_init();
 }
 
+// What every FP8 GEMM kernel does first: thread `leader` (the producer) prefetches the
+// tensor maps and initialises the pipeline barriers, the CTA (or cluster) syncs, then all
+// wait for the previous grid's writes. With programmatic dependent launch (set_pdl(True),
+// or after our own scale conversion) the steps before the wait overlap the previous
+// kernel's tail; nothing global is read before it. A no-op wait in an ordinary launch.
+template <typename Layout, uint32_t kStages, uint32_t kNumMathWarps, uint32_t kCluster, typename... Maps>
+__device__ __forceinline__ void gemm_kernel_setup(const Layout& smem, uint32_t leader, const Maps*... maps) {
+    if (threadIdx.x == leader) {
+        (ptx::tma_prefetch_map(maps), ...);
+        init_barriers<Layout, kStages, kNumMathWarps, kCluster>(smem);
+    }
+    if constexpr (kCluster > 1) ptx::cluster_sync(); else __syncthreads();
+    ptx::wait_prior_grids();
+}
+
 // The next tile of the math warpgroups, from the slot of stage `pipe` (the stage of the
 // tile's first K block; see producer_loop): false at the end mark. The wait is one asm
 // statement and the slot a load from a warp-uniform address, so the tile loop stays

@@ -299,18 +299,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     extern __shared__ uint8_t smem_raw[];
     const Layout smem(smem_raw);
 
-    if (threadIdx.x == kNumMathThreads) {
-        ptx::tma_prefetch_map(tmap_a);
-        ptx::tma_prefetch_map(tmap_b);
-        ptx::tma_prefetch_map(tmap_sfa);
-        ptx::tma_prefetch_map(tmap_d);
-        init_barriers<Layout, kStages, kNumMathWG * 4, kCluster>(smem);
-    }
-    if constexpr (kCluster > 1) ptx::cluster_sync(); else __syncthreads();
-    // With set_pdl(True) this grid may start while the previous kernel of the stream (say
-    // the scale conversion, or the caller's quantisation) still runs: the setup above
-    // overlaps it, and nothing global is read before its writes are visible.
-    ptx::wait_prior_grids();
+    gemm_kernel_setup<Layout, kStages, kNumMathWG * 4, kCluster>(smem, kNumMathThreads, tmap_a, tmap_b, tmap_sfa, tmap_d);
 
     if (threadIdx.x >= kNumMathThreads) {
         // ---- TMA producer warpgroup ----

@@ -88,16 +88,8 @@ __device__ __forceinline__ void sm90_fp8_k_grouped_impl(uint32_t shape_m, uint32
     extern __shared__ uint8_t smem_raw[];
     const Layout smem(smem_raw);
 
-    if (threadIdx.x == kNumMathThreads) {
-        ptx::tma_prefetch_map(tmap_sfa);
-        ptx::tma_prefetch_map(tmap_sfb);
-        init_barriers<Layout, kStages, kNumMathWG * 4, 1>(smem);
-    }
-    __syncthreads();
-    // Launched with programmatic dependent launch (set_pdl(True)), the setup above overlaps
-    // the previous kernel's tail (a scale conversion or the tn layout kernel, say); nothing
-    // global is read before its writes are visible. A no-op in an ordinary launch.
-    ptx::wait_prior_grids();
+    // The per-group A and B maps are prefetched by the producer below.
+    gemm_kernel_setup<Layout, kStages, kNumMathWG * 4, 1>(smem, kNumMathThreads, tmap_sfa, tmap_sfb);
 
     if (threadIdx.x >= kNumMathThreads) {
         ptx::setmaxnreg_dec<kProducerRegs>();
