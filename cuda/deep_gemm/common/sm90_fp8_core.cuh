@@ -137,6 +137,20 @@ __device__ __forceinline__ void gemm_kernel_setup(const Layout& smem, uint32_t l
     ptx::wait_prior_grids();
 }
 
+// Who a math thread is: its warpgroup, warp and lane, and its first accumulator row in the
+// tile (wgmma m64: row_hi = row_lo + 8). The warpgroup index is read through a shuffle, so
+// the compiler knows it is warp-uniform and keeps the A-tile address and the wgmma
+// descriptors in uniform registers.
+struct MathThread {
+    uint32_t wg, warp, lane, row_lo;
+};
+
+__device__ __forceinline__ MathThread math_thread() {
+    const uint32_t wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
+    const uint32_t warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    return {wg, warp, lane, wg * 64 + warp * 16 + lane / 4};
+}
+
 // The next tile of the math warpgroups, from the slot of stage `pipe` (the stage of the
 // tile's first K block; see producer_loop): false at the end mark. The wait is one asm
 // statement and the slot a load from a warp-uniform address, so the tile loop stays

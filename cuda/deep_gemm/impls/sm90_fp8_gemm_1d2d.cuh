@@ -312,13 +312,10 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     } else {
         // ---- math warpgroups ----
         ptx::setmaxnreg_inc<kMathRegsHere>();
-        // The warpgroup index through a shuffle: the compiler then knows it is warp-uniform
-        // and keeps the A-tile address and wgmma descriptors in uniform registers.
-        const uint32_t wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
-        const uint32_t warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+        // row_lo: this thread's row in its warpgroup's first slab (slab i: + kSlabStride i).
+        const MathThread me = math_thread();
+        const uint32_t wg = me.wg, warp = me.warp, lane = me.lane, row_lo = me.row_lo;
         const StageDescs<Layout> descs(smem, wg);
-        // Row of this thread in its warpgroup's first slab (row_hi = row_lo + 8; slab i: + kSlabStride i).
-        const uint32_t row_lo = wg * 64 + warp * 16 + lane / 4;
         Scheduler sched(m, n, grouped_layout, num_groups, align_m);
         PipeState<kStages> pipe;
         TileInfo tile;
