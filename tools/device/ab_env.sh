@@ -5,10 +5,7 @@
 #   AB_VAR=DG_SM90_FP8_EPILOGUE_IN_PIPE AB_VALUES="1 0" AB_SUITES="fp8 grouped" \
 #   AB_TESTS="test_fp8_gemm.py test_grouped.py" bash tools/device/ab_env.sh
 set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 DG_JIT_CACHE_DIR=/tmp/dgcache
-python3 -m pip install -q --no-deps --no-index --target /tmp/site dist/*.whl .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site
+. "$(dirname "$0")/install_wheel.sh"
 if [ -n "${AB_TESTS:-}" ]; then
   echo "== GPU tests: $AB_TESTS"
   (cd tests && timeout 300 python3 -m pytest -q -p no:cacheprovider -m gpu $AB_TESTS 2>&1 | tee "$OUT/pytest.txt" \

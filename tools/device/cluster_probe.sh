@@ -6,10 +6,7 @@
 #  3. PC-sampling profiles (ncu source page) of cluster 1, cluster 2 and PROBE_EXTRA_CASE.
 # Files in $OUT: smi_*.csv, source_*.csv, details_*.txt, sass_*.sass.
 set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-deps --no-index --target /tmp/site dist/*.whl .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site DG_JIT_CACHE_DIR=/tmp/dgcache
+. "$(dirname "$0")/install_wheel.sh"
 cat > /tmp/occ.cu <<'CU'
 #include <cstdio>
 #include <cuda_runtime.h>

@@ -3,10 +3,7 @@
 # then GPU tests, SASS check, NVRTC run, sanitizer, and the benchmark.
 #   usage (device tool): [DG_BENCH_SUITES="fp8 grouped"] bash tools/device/gpu_suite.sh [pytest -k expr]
 set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 DG_JIT_CACHE_DIR=/tmp/dgcache
-python3 -m pip install -q --no-deps --no-index --target /tmp/site dist/*.whl .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site
+. "$(dirname "$0")/install_wheel.sh"
 python3 -c "import sys, torch, deep_gemm as dg; print(sys.version.split()[0], torch.__version__, dg.__version__, 'num_sms', dg.get_num_sms(), torch.cuda.get_device_name())"
 cd tests
 echo "== GPU tests (nvcc)"

@@ -4,10 +4,7 @@
 # compute-sanitizer memcheck of nt and tn on odd shapes, and `bench --suite grouped`.
 #   usage (device tool): bash tools/device/k_grouped_check.sh
 set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 DG_JIT_CACHE_DIR=/tmp/dgcache
-python3 -m pip install -q --no-deps --no-index --target /tmp/site dist/*.whl .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site
+. "$(dirname "$0")/install_wheel.sh"
 python3 -c "import sys, torch, deep_gemm as dg; print(sys.version.split()[0], torch.__version__, dg.__version__, 'num_sms', dg.get_num_sms(), torch.cuda.get_device_name())"
 cd tests
 echo "== k-grouped GPU tests"

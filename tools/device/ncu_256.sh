@@ -3,9 +3,7 @@
 # 256x128 since 2026-11-30): SM clock, throughputs, warp stall reasons per issued
 # instruction, shared-memory traffic. Clocks left alone. Carry dist and .whl.
 set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-deps --no-index --target /tmp/site dist/*.whl .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site DG_JIT_CACHE_DIR=/tmp/dgcache
+. "$(dirname "$0")/install_wheel.sh"
 python3 tools/device/backend_speed.py   # compile outside the profiler, and time it
 ncu --clock-control none -k regex:dg_entry --launch-skip 5 --launch-count 1 \
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \

@@ -7,9 +7,7 @@
 # A case may end in "@MxN" (DG_TILE: block sizes that are multiples of M, N) or "@bmB"
 # (DG_SM90_FP8_BLOCK_M=B), e.g. "dense:4096,7168,16384@128x192".
 set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-deps --no-index --target /tmp/site dist/*.whl .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site DG_JIT_CACHE_DIR=/tmp/dgcache
+. "$(dirname "$0")/install_wheel.sh"
 metrics="regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
 for spec in ${NCU_CASES:-dense:4096,7168,16384 contig:1 masked:1}; do
   c=${spec%@*}; opt=""; [ "$spec" != "$c" ] && opt=${spec#*@}

@@ -3,9 +3,7 @@
 # dg_entry; layout kernels are skipped by name), with the heuristics' choice and
 # with DG_SM90_FP8_CLUSTER=2 (TMA multicast). Clocks left alone.
 set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-deps --no-index --target /tmp/site dist/*.whl .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site DG_JIT_CACHE_DIR=/tmp/dgcache
+. "$(dirname "$0")/install_wheel.sh"
 for cluster in "" 2; do
   export DG_SM90_FP8_CLUSTER=$cluster
   python3 tools/device/backend_speed.py   # compile outside the profiler, and time it

@@ -3,9 +3,8 @@
 # per-SASS-instruction stall samples (ncu source page, CSV) to see where the warps wait,
 # plus the SASS of the kernel. Carry dist and .whl. Files: $OUT/source.csv, $OUT/kernel.sass.
 set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-deps --no-index --target /tmp/site dist/*.whl .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site DG_JIT_CACHE_DIR=/tmp/dgcache DG_SHAPE=${DG_SHAPE:-4096,7168,2048}
+. "$(dirname "$0")/install_wheel.sh"
+export DG_SHAPE=${DG_SHAPE:-4096,7168,2048}
 python3 tools/device/backend_speed.py
 ncu --clock-control none -k regex:dg_entry --launch-skip 5 --launch-count 1 \
     --section SourceCounters --section WarpStateStats --section SpeedOfLight -o /tmp/prof -f \

@@ -4,10 +4,7 @@
 #   DG_BENCH_SUITES="fp8 grouped"                 bench suites ("none" to skip)
 #   DG_SANITIZE=1                                 also compute-sanitizer memcheck of the new paths
 set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 DG_JIT_CACHE_DIR=/tmp/dgcache
-python3 -m pip install -q --no-deps --no-index --target /tmp/site dist/*.whl .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site
+. "$(dirname "$0")/install_wheel.sh"
 cd tests
 echo "== GPU tests (nvcc)"
 timeout 330 python3 -m pytest -q -p no:cacheprovider -m gpu ${DG_TESTS:-} 2>&1 | tee "$OUT/pytest_nvcc.txt" | grep -E "passed|failed|FAILED|Error" | head -30
