@@ -44,6 +44,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -268,6 +269,24 @@ inline Sm90Fp8GemmConfig make_sm90_fp8_gemm_config(bool fp32_out, int bm, int bn
     return Sm90Fp8GemmConfig{};  // block_m 128 / block_n 128 defaults; caller passed an illegal shape
 }
 
+// Diagnostics: DG_TRACE_TILES=1 (read once per process) builds the 1D2D kernels with tile
+// boundary stamps (common/sm90_fp8_core.cuh) and one more entry argument, the stamp buffer,
+// which the launchers take from DG_TRACE_TILES_PTR (a device address, decimal). For
+// tools/device/tile_trace.py; never set in production (the stamps cost time).
+inline bool trace_tiles() {
+    static const bool on = [] {
+        const char* v = std::getenv("DG_TRACE_TILES");
+        return v && *v && std::string(v) != "0";
+    }();
+    return on;
+}
+inline std::string trace_tiles_define() { return trace_tiles() ? "#define DG_TRACE_TILES 1\n" : ""; }
+inline std::string trace_tiles_param() { return trace_tiles() ? ", unsigned long long* trace_tiles_buf" : ""; }
+inline std::string trace_tiles_set() {
+    return trace_tiles() ? "    deep_gemm::sm90::g_trace_tiles = trace_tiles_buf;\n" : "";
+}
+inline std::string trace_tiles_suffix() { return trace_tiles() ? "_trace" : ""; }
+
 // The JIT entry for `cfg`. compiled_{m,n,k}: a dimension baked into the kernel, or 0 for a
 // runtime argument (the API's compiled_dims).
 inline std::string sm90_fp8_gemm_source(const Sm90Fp8GemmConfig& c, int compiled_m, int compiled_n,
@@ -279,7 +298,7 @@ inline std::string sm90_fp8_gemm_source(const Sm90Fp8GemmConfig& c, int compiled
                               std::to_string(c.block_n) + "u, " + std::to_string(c.stages) + "u, " +
                               std::to_string(c.cluster) + "u, " + std::to_string(c.group_n) + "u" +
                               (is_1d1d ? "" : c.mma_overlap ? ", true" : ", false");
-    std::string s;
+    std::string s = is_1d1d ? std::string() : trace_tiles_define();
     s += "#include <deep_gemm/impls/" + impl + ".cuh>\n\n";
     // The bound is always 384 threads: a fixed register cap at entry (168) that the
     // setmaxnreg pair then redistributes; block_m 64 kernels launch 256 of them.
@@ -293,7 +312,8 @@ inline std::string sm90_fp8_gemm_source(const Sm90Fp8GemmConfig& c, int compiled
     } else {
         s += "dg_entry(uint32_t m, uint32_t n, uint32_t k, const float* sfb,\n"
              "         const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,\n"
-             "         const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_d) {\n";
+             "         const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_d" +
+             trace_tiles_param() + ") {\n" + trace_tiles_set();
         s += "    deep_gemm::" + impl + "_impl<" + targs + ">(\n"
              "        m, n, k, sfb, &tmap_a, &tmap_b, &tmap_sfa, &tmap_d);\n}\n";
     }
@@ -306,7 +326,7 @@ inline std::string sm90_fp8_gemm_name(const Sm90Fp8GemmConfig& c, int compiled_m
            std::to_string(compiled_m) + "n" + std::to_string(compiled_n) + "k" + std::to_string(compiled_k) +
            "_b" + std::to_string(c.block_m) + "x" + std::to_string(c.block_n) + "_s" + std::to_string(c.stages) +
            "_c" + std::to_string(c.cluster) + "_g" + std::to_string(c.group_n) +
-           (c.mma_overlap ? "_o" : "");
+           (c.mma_overlap ? "_o" : "") + (c.kind == Sm90Fp8Kind::k1D1D ? "" : trace_tiles_suffix());
 }
 
 // One tensor map, in the terms of deep_jit::make_tensor_map_2d.
@@ -416,13 +436,14 @@ inline std::string sm90_fp8_grouped_source(const Sm90Fp8GemmConfig& c, int compi
                               std::to_string(c.block_n) + "u, " + std::to_string(c.stages) + "u, 1u, " +
                               std::to_string(c.group_n) + "u, " + (c.mma_overlap ? "true" : "false") +
                               ", deep_gemm::GemmType::" + sm90_grouped_type_name(c.gemm_type);
-    std::string s;
+    std::string s = trace_tiles_define();
     s += "#include <deep_gemm/impls/sm90_fp8_gemm_1d2d.cuh>\n\n";
     s += "extern \"C\" __global__ void __launch_bounds__(384, 1)\n";
     s += "dg_entry(uint32_t m, uint32_t n, uint32_t k, const float* sfb, const int* grouped_layout,\n"
          "         uint32_t num_groups, uint32_t align_m, __nv_bfloat16* d, uint32_t ld_d,\n"
          "         const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,\n"
-         "         const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_d) {\n";
+         "         const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_d" +
+         trace_tiles_param() + ") {\n" + trace_tiles_set();
     s += "    deep_gemm::sm90_fp8_gemm_1d2d_impl<" + targs + ">(\n"
          "        m, n, k, sfb, &tmap_a, &tmap_b, &tmap_sfa, &tmap_d, grouped_layout, num_groups, align_m, d, ld_d);\n}\n";
     return s;
@@ -434,7 +455,7 @@ inline std::string sm90_fp8_grouped_name(const Sm90Fp8GemmConfig& c, int compile
     return std::string("sm90_fp8_1d2d_") + tags[t] + "_m" + std::to_string(compiled_m) + "n" +
            std::to_string(compiled_n) + "k" + std::to_string(compiled_k) + "_b" + std::to_string(c.block_m) + "x" +
            std::to_string(c.block_n) + "_s" + std::to_string(c.stages) + "_g" + std::to_string(c.group_n) +
-           (c.mma_overlap ? "_o" : "");
+           (c.mma_overlap ? "_o" : "") + trace_tiles_suffix();
 }
 
 // Tensor maps of a grouped launch, in argument order (a, b, sfa, d).

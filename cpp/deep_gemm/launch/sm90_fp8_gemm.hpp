@@ -143,6 +143,17 @@ inline h::Sm90Fp8GemmConfig choose_config(const ConfigKey& key, int max_smem) {
                                                  key.mult_m, ", ", key.mult_n, ") as set_block_size_multiple_of asks"));
 }
 
+// DG_TRACE_TILES_PTR: the stamp buffer of a tile trace (h::trace_tiles()), read per launch
+// while tracing; a trace without it fails loudly rather than writing through null.
+inline unsigned long long* trace_tiles_buffer() {
+  const char* v = std::getenv("DG_TRACE_TILES_PTR");
+  const unsigned long long address = v ? std::strtoull(v, nullptr, 10) : 0;
+  if (address == 0)
+    throw std::runtime_error("deep_gemm: DG_TRACE_TILES is set but DG_TRACE_TILES_PTR (the stamp buffer's device "
+                             "address) is not");
+  return reinterpret_cast<unsigned long long*>(static_cast<uintptr_t>(address));
+}
+
 inline CUtensorMapDataType tma_dtype(h::Sm90TmaDtype t) {
   switch (t) {
     case h::Sm90TmaDtype::kU8: return CU_TENSOR_MAP_DATA_TYPE_UINT8;
@@ -250,7 +261,12 @@ class Sm90Fp8GemmLauncher {
       deep_jit::launch(*e.kernel, lc, m, n, k, c, d, ld_d, maps[0], maps[1], maps[2], maps[3]);
     } else {
       const auto* sfb = static_cast<const float*>(p.sfb);
-      deep_jit::launch(*e.kernel, lc, m, n, k, sfb, maps[0], maps[1], maps[2], maps[3]);
+      if (h::trace_tiles()) {
+        auto* trace = detail::trace_tiles_buffer();
+        deep_jit::launch(*e.kernel, lc, m, n, k, sfb, maps[0], maps[1], maps[2], maps[3], trace);
+      } else {
+        deep_jit::launch(*e.kernel, lc, m, n, k, sfb, maps[0], maps[1], maps[2], maps[3]);
+      }
     }
   }
 

@@ -122,6 +122,26 @@ __device__ __forceinline__ void init_barriers(const Layout& smem) {
     ptx::fence_mbar_init();
 }
 
+// Diagnostics (DG_TRACE_TILES=1 at JIT time, tools/device/tile_trace.py): the 1D2D kernels
+// then stamp clock64 at each tile's boundaries, one thread per math warpgroup, into
+// g_trace_tiles[((cta * 2 + warpgroup) * 64 + tile) * 4 + slot] (slot 0: tile fetched,
+// 1: its first stage ready, 2: K loop done, 3: epilogue done; tiles past 64 are not
+// stamped). The entry sets the buffer. DG_TILE_TRACE(statement) keeps a statement only in
+// such a build, so that production kernels compile from exactly the code they had before.
+#ifdef DG_TRACE_TILES
+#define DG_TILE_TRACE(...) __VA_ARGS__
+__device__ unsigned long long* g_trace_tiles;
+__device__ __forceinline__ void trace_tile_stamp(uint32_t tile_i, uint32_t slot) {
+    if (threadIdx.x % 128 == 0 && tile_i < 64) {
+        unsigned long long t;
+        asm volatile("mov.u64 %0, %%clock64;" : "=l"(t) :: "memory");
+        g_trace_tiles[((blockIdx.x * 2 + threadIdx.x / 128) * 64 + tile_i) * 4 + slot] = t;
+    }
+}
+#else
+#define DG_TILE_TRACE(...)
+#endif
+
 // What every FP8 GEMM kernel does first: thread `leader` (the producer) prefetches the
 // tensor maps and initialises the pipeline barriers, the CTA (or cluster) syncs, then all
 // wait for the previous grid's writes. With programmatic dependent launch (set_pdl(True),

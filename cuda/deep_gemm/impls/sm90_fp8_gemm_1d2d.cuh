@@ -345,7 +345,9 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
             }
         };
         if constexpr (kEarlyNext) early_next();
+        DG_TILE_TRACE(uint32_t trace_i = 0;)
         while (kEarlyNext ? has_tile : fetch_tile()) {
+            DG_TILE_TRACE(trace_tile_stamp(trace_i, 0);)
             const uint32_t m0 = sched.a_row(tile), n0 = tile.n_block * kBlockN;
             const uint32_t first_cols = (n0 / 128 + 1) * 128 - n0;
             const SfbRows tile_sfb = sfb_rows(tile);
@@ -393,6 +395,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                         const float next_0 = __ldg(sfb_row0 + kb_next), next_1 = __ldg(sfb_row1 + kb_next);
 
                         ptx::mbar_wait(smem.full(s), pipe.phase);
+                        DG_TILE_TRACE(if (kb == 0) trace_tile_stamp(trace_i, 1);)
 #pragma unroll
                         for (uint32_t sl = 0; sl < kActive; ++sl) {
                             const float sfa_lo = smem.sfa(s)[row_lo + sl * kSlabStride];
@@ -425,6 +428,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                         sc.sfb_1 = __ldg(sfb_row1 + kb);
                     }
                     ptx::mbar_wait(smem.full(s), pipe.phase);
+                    DG_TILE_TRACE(if (kb == 0) trace_tile_stamp(trace_i, 1);)
                     sc.sfa_lo = smem.sfa(s)[row_lo];
                     sc.sfa_hi = smem.sfa(s)[row_lo + 8];
                     mma_k_block_issue<kBlockN>(descs.a(s), descs.b(s), a);
@@ -485,6 +489,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
             } else {
                 sm90_1d2d::with_first_cols<kBlockN>(first_cols, [&](auto cols) { plain_k_loop(SlabCount<1>{}, cols); });
             }
+            DG_TILE_TRACE(trace_tile_stamp(trace_i, 2);)
             // The epilogue reads no field of `tile`, so the next tile can be fetched first.
             if constexpr (kEarlyNext) early_next();
             uint8_t* stage_wg = smem.d() + wg * kSlabs * 64 * kBlockN * 2;
@@ -497,6 +502,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                 sm90_1d2d::store_tile_bf16_rows<kBlockN, kSlabs>(result, stage_wg, tmap_d, bar_id, m0 + wg * 64,
                                                                  kSlabStride, n0, lo_ok, hi_ok, d, ld_d, n);
             }
+            DG_TILE_TRACE(trace_tile_stamp(trace_i, 3); ++trace_i;)
         }
         if (threadIdx.x % 128 == 0) ptx::tma_store_wait<0>();
     }
