@@ -7,6 +7,7 @@ import sys
 
 import pytest
 import torch
+from fp8_reference import dequant_blocks, dequant_rows
 
 from deep_gemm import bench
 
@@ -415,14 +416,11 @@ class ReferenceOps:
 
     @staticmethod
     def _dequant_a(a):
-        x, sf = a
-        return x.float() * sf.repeat_interleave(128, dim=-1)[..., : x.size(-1)]
+        return dequant_rows(*a)
 
     @staticmethod
     def _dequant_b(b):
-        x, sf = b
-        full = sf.repeat_interleave(128, dim=-2).repeat_interleave(128, dim=-1)
-        return x.float() * full[..., : x.size(-2), : x.size(-1)]
+        return dequant_blocks(*b)
 
     def get_mk_alignment_for_contiguous_layout(self):
         return 128

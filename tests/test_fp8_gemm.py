@@ -9,6 +9,7 @@ import threading
 import pytest
 import torch
 from concurrency import run_concurrently
+from fp8_reference import dequant_blocks, dequant_rows
 
 import deep_gemm
 from deep_gemm.testing import calc_diff
@@ -144,13 +145,8 @@ def _quantized(m, n, k, fp32_out=False):
     return (a, sfa), (b, sfb)
 
 
-def _dequant_a(a, sfa):
-    return a.float() * sfa.repeat_interleave(128, dim=1)[:, : a.shape[1]]
-
-
-def _dequant_b_block(b, sfb):
-    s = sfb.repeat_interleave(128, dim=0).repeat_interleave(128, dim=1)
-    return b.float() * s[: b.shape[0], : b.shape[1]]
+_dequant_a = dequant_rows
+_dequant_b_block = dequant_blocks
 
 
 def _reference(a, b, fp32_out):

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 import torch
+from fp8_reference import dequant_blocks, dequant_rows
 
 import deep_gemm
 from deep_gemm.testing import calc_diff
@@ -197,15 +198,8 @@ def test_warmup_compiles_grouped_suite(tmp_path):
 # ---- correctness (GPU) -------------------------------------------------------------
 
 
-def _dequant_rows(x, sf):
-    """Per-token (1x128) dequantisation of [..., rows, K]."""
-    return x.float() * sf.repeat_interleave(128, dim=-1)[..., : x.shape[-1]]
-
-
-def _dequant_blocks(b, sfb):
-    """Per-block (128x128) dequantisation of one group's [N, K]."""
-    s = sfb.repeat_interleave(128, dim=0).repeat_interleave(128, dim=1)
-    return b.float() * s[: b.shape[0], : b.shape[1]]
+_dequant_rows = dequant_rows
+_dequant_blocks = dequant_blocks
 
 
 def _grouped_b(g, n, k):

@@ -9,6 +9,7 @@ import threading
 import pytest
 import torch
 from concurrency import run_concurrently
+from fp8_reference import dequant_blocks, dequant_rows
 
 import deep_gemm
 from deep_gemm.testing import calc_diff
@@ -29,20 +30,11 @@ pytestmark = [
 ]
 
 
-def _rows_deq(x, sf):
-    return x.float() * sf.repeat_interleave(128, dim=-1)[..., : x.shape[-1]]
-
-
-def _blocks_deq(b, sfb):
-    s = sfb.repeat_interleave(128, dim=-2).repeat_interleave(128, dim=-1)
-    return b.float() * s[..., : b.shape[-2], : b.shape[-1]]
-
-
 def _dense(m, n, k, dev, seed):
     torch.manual_seed(seed)
     a = per_token_cast_to_fp8(torch.randn(m, k, device=dev, dtype=torch.bfloat16), use_ue8m0=False)
     b = per_block_cast_to_fp8(torch.randn(n, k, device=dev, dtype=torch.bfloat16), use_ue8m0=False)
-    return a, b, _rows_deq(*a) @ _blocks_deq(*b).t()
+    return a, b, dequant_rows(*a) @ dequant_blocks(*b).t()
 
 
 def _poisoned(*shape, dev, dtype=torch.bfloat16):
@@ -78,7 +70,7 @@ def test_dense_1d1d_accumulates_on_the_second_device():
     with torch.cuda.device(0):
         deep_gemm.fp8_gemm_nt(a, b, d, c=d, recipe=(1, 1, 128))
     torch.cuda.synchronize(dev)
-    assert calc_diff(d, c + _rows_deq(*a) @ _rows_deq(*b).t()) < 1e-3
+    assert calc_diff(d, c + dequant_rows(*a) @ dequant_rows(*b).t()) < 1e-3
 
 
 def test_m_grouped_layouts_on_the_second_device():
@@ -87,7 +79,7 @@ def test_m_grouped_layouts_on_the_second_device():
     b_parts = [per_block_cast_to_fp8(torch.randn(n, k, device=dev, dtype=torch.bfloat16), use_ue8m0=False)
                for _ in range(g)]
     b = (torch.stack([p[0] for p in b_parts]), torch.stack([p[1] for p in b_parts]))
-    b_deq = [_blocks_deq(b[0][i], b[1][i]) for i in range(g)]
+    b_deq = [dequant_blocks(b[0][i], b[1][i]) for i in range(g)]
     with torch.cuda.device(0):
         # masked: masked_m lives on the operands' device; one group empty
         max_m, rows = 256, [200, 0, 77]
@@ -106,8 +98,8 @@ def test_m_grouped_layouts_on_the_second_device():
     for i, r in enumerate(rows):
         assert d[i, r:].isnan().all(), f"masked group {i}: rows past masked_m written"
         if r:
-            assert calc_diff(d[i, :r], _rows_deq(a[0][i, :r], a[1][i, :r]) @ b_deq[i].t()) < 1e-3
-    ref = _rows_deq(*xc)
+            assert calc_diff(d[i, :r], dequant_rows(a[0][i, :r], a[1][i, :r]) @ b_deq[i].t()) < 1e-3
+    ref = dequant_rows(*xc)
     for i in range(g):
         rows_i = layout == i
         assert calc_diff(dc[rows_i], ref[rows_i] @ b_deq[i].t()) < 1e-3, f"contiguous group {i}"

@@ -281,9 +281,10 @@ inline bool trace_tiles() {
     return on;
 }
 inline std::string trace_tiles_define() { return trace_tiles() ? "#define DG_TRACE_TILES 1\n" : ""; }
-inline std::string trace_tiles_param() { return trace_tiles() ? ", unsigned long long* trace_tiles_buf" : ""; }
-inline std::string trace_tiles_set() {
-    return trace_tiles() ? "    deep_gemm::sm90::g_trace_tiles = trace_tiles_buf;\n" : "";
+// Closes the entry's parameter list and opens its body (taking the stamp buffer when tracing).
+inline std::string entry_params_close() {
+    return trace_tiles() ? ", unsigned long long* trace_tiles_buf) {\n    deep_gemm::sm90::g_trace_tiles = trace_tiles_buf;\n"
+                         : ") {\n";
 }
 inline std::string trace_tiles_suffix() { return trace_tiles() ? "_trace" : ""; }
 
@@ -313,7 +314,7 @@ inline std::string sm90_fp8_gemm_source(const Sm90Fp8GemmConfig& c, int compiled
         s += "dg_entry(uint32_t m, uint32_t n, uint32_t k, const float* sfb,\n"
              "         const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,\n"
              "         const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_d" +
-             trace_tiles_param() + ") {\n" + trace_tiles_set();
+             entry_params_close();
         s += "    deep_gemm::" + impl + "_impl<" + targs + ">(\n"
              "        m, n, k, sfb, &tmap_a, &tmap_b, &tmap_sfa, &tmap_d);\n}\n";
     }
@@ -443,7 +444,7 @@ inline std::string sm90_fp8_grouped_source(const Sm90Fp8GemmConfig& c, int compi
          "         uint32_t num_groups, uint32_t align_m, __nv_bfloat16* d, uint32_t ld_d,\n"
          "         const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,\n"
          "         const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_d" +
-         trace_tiles_param() + ") {\n" + trace_tiles_set();
+         entry_params_close();
     s += "    deep_gemm::sm90_fp8_gemm_1d2d_impl<" + targs + ">(\n"
          "        m, n, k, sfb, &tmap_a, &tmap_b, &tmap_sfa, &tmap_d, grouped_layout, num_groups, align_m, d, ld_d);\n}\n";
     return s;

@@ -154,6 +154,16 @@ inline unsigned long long* trace_tiles_buffer() {
   return reinterpret_cast<unsigned long long*>(static_cast<uintptr_t>(address));
 }
 
+// Launches a 1D2D kernel (dense or m-grouped) with `args`, plus the stamp buffer when the
+// kernels were built for a tile trace (their entry then takes it last).
+template <typename... Args>
+void launch_1d2d(const deep_jit::Kernel& kernel, const deep_jit::LaunchConfig& lc, const Args&... args) {
+  if (h::trace_tiles())
+    deep_jit::launch(kernel, lc, args..., trace_tiles_buffer());
+  else
+    deep_jit::launch(kernel, lc, args...);
+}
+
 inline CUtensorMapDataType tma_dtype(h::Sm90TmaDtype t) {
   switch (t) {
     case h::Sm90TmaDtype::kU8: return CU_TENSOR_MAP_DATA_TYPE_UINT8;
@@ -261,12 +271,7 @@ class Sm90Fp8GemmLauncher {
       deep_jit::launch(*e.kernel, lc, m, n, k, c, d, ld_d, maps[0], maps[1], maps[2], maps[3]);
     } else {
       const auto* sfb = static_cast<const float*>(p.sfb);
-      if (h::trace_tiles()) {
-        auto* trace = detail::trace_tiles_buffer();
-        deep_jit::launch(*e.kernel, lc, m, n, k, sfb, maps[0], maps[1], maps[2], maps[3], trace);
-      } else {
-        deep_jit::launch(*e.kernel, lc, m, n, k, sfb, maps[0], maps[1], maps[2], maps[3]);
-      }
+      detail::launch_1d2d(*e.kernel, lc, m, n, k, sfb, maps[0], maps[1], maps[2], maps[3]);
     }
   }
 

@@ -138,14 +138,8 @@ class Sm90Fp8GroupedLauncher {
     const auto groups = static_cast<uint32_t>(p.num_groups), align_m = static_cast<uint32_t>(p.align_m);
     void* d = p.d;
     const auto ld_d = static_cast<uint32_t>(p.ld_d);
-    if (h::trace_tiles()) {
-      auto* trace = detail::trace_tiles_buffer();
-      deep_jit::launch(*e.kernel, lc, m, n, k, sfb, layout, groups, align_m, d, ld_d, maps[0], maps[1], maps[2],
-                       maps[3], trace);
-    } else {
-      deep_jit::launch(*e.kernel, lc, m, n, k, sfb, layout, groups, align_m, d, ld_d, maps[0], maps[1], maps[2],
-                       maps[3]);
-    }
+    detail::launch_1d2d(*e.kernel, lc, m, n, k, sfb, layout, groups, align_m, d, ld_d, maps[0], maps[1], maps[2],
+                        maps[3]);
   }
 
   std::mutex mu_;
