@@ -228,6 +228,7 @@ __device__ __forceinline__ void store_tile_bf16_rows(const float (&result)[kSlab
 
 }  // namespace sm90_1d2d
 
+// A compile-time flag passed to a generic lambda (the K loop's peeled first block).
 template <bool kValue>
 struct BoolTag {
     static constexpr bool value = kValue;
