@@ -81,6 +81,10 @@ CONTIG_BAD = {
     "not a pair": (lambda a, sfa, b, sfb, d, lay: contig(a, (b, sfb), d, lay), "must be a pair"),
     "nn with K-major b": (lambda a, sfa, b, sfb, d, lay: deep_gemm.m_grouped_fp8_gemm_nn_contiguous(
         (a, sfa), (b.transpose(1, 2).contiguous(), sfb.transpose(1, 2)), d, lay), "must be K-major"),
+    # N = 135 with d a column slice (row pitch 144): the TMA would write past column N.
+    "n not a multiple of 8": (lambda a, sfa, b, sfb, d, lay: contig(
+        (a, sfa), (b.new_empty(2, 135, 256), sfb.new_empty(2, 2, 2)), d.new_empty(256, 144)[:, :135], lay),
+        "N \\(= 135\\) must be a multiple of 8 for a bf16 d"),
 }
 
 MASKED_BAD = {
@@ -106,6 +110,9 @@ MASKED_BAD = {
     "a rank": (lambda a, sfa, b, sfb, d, mm: masked((a[0], sfa), (b, sfb), d, mm, 32), "a must be 3-D"),
     "d dtype": (lambda a, sfa, b, sfb, d, mm: masked((a, sfa), (b, sfb), d.half(), mm, 32),
                 "d must be torch.bfloat16"),
+    "n not a multiple of 8": (lambda a, sfa, b, sfb, d, mm: masked(
+        (a, sfa), (b.new_empty(2, 135, 256), sfb.new_empty(2, 2, 2)), d.new_empty(2, 64, 144)[..., :135], mm, 32),
+        "N \\(= 135\\) must be a multiple of 8 for a bf16 d"),
 }
 
 
@@ -282,6 +289,52 @@ def test_m_grouped_nn_contiguous_view():
     torch.cuda.synchronize()
     valid = index_t >= 0
     assert torch.equal(d_nt[valid], d_nn[valid]) and d_nn[~valid].isnan().all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["index", "psum", "masked"])
+def test_m_grouped_column_slice_of_d(kind):
+    """d a column slice of a wider NaN-poisoned buffer, N = 136 (a multiple of 8 that is not
+    one of BLOCK_N): the TMA's stores and the row-by-row stores of partly valid tiles both
+    stop at column N. (An N that is not a multiple of 8 is refused: see *_BAD.)"""
+    torch.manual_seed(17)
+    g, n, k, width = 2, 136, 512, 144
+    b, sfb = _grouped_b(g, n, k)
+    rows = [100, 37]  # partly valid 64-row slabs in both groups
+    if kind == "masked":
+        max_m = 256
+        x = torch.randn(g * max_m, k, device="cuda", dtype=torch.bfloat16)
+        a, sfa = per_token_cast_to_fp8(x, use_ue8m0=False)
+        a, sfa = a.view(g, max_m, k), sfa.view(g, max_m, -1)
+        buf = torch.full((g, max_m, width), float("nan"), device="cuda", dtype=torch.bfloat16)
+        d = buf[..., :n]
+        masked((a, sfa), (b, sfb), d, torch.tensor(rows, dtype=I32, device="cuda"), 64)
+        torch.cuda.synchronize()
+        _check_masked(d, (a, sfa), (b, sfb), rows)
+        assert buf[..., n:].isnan().all(), "columns past N were written"
+        return
+    align = deep_gemm.get_mk_alignment_for_contiguous_layout()
+    starts, index = [], []
+    for grp, r in enumerate(rows):
+        starts.append(len(index))
+        index += [grp] * r + [-1] * (_align(r, align) - r)
+    index_t = torch.tensor(index, dtype=I32, device="cuda")
+    a, sfa = per_token_cast_to_fp8(torch.randn(len(index), k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
+    buf = torch.full((len(index), width), float("nan"), device="cuda", dtype=torch.bfloat16)
+    d = buf[:, :n]
+    if kind == "index":
+        contig((a, sfa), (b, sfb), d, index_t)
+    else:
+        ends = torch.tensor([s + r for s, r in zip(starts, rows, strict=True)], dtype=I32, device="cuda")
+        contig((a, sfa), (b, sfb), d, ends, use_psum_layout=True)
+    torch.cuda.synchronize()
+    assert buf[:, n:].isnan().all(), "columns past N were written"
+    valid = index_t >= 0
+    assert d[~valid].isnan().all() and not d[valid].isnan().any()
+    a_deq = _dequant_rows(a, sfa)
+    for grp, (s, r) in enumerate(zip(starts, rows, strict=True)):
+        ref = a_deq[s: s + r] @ _dequant_blocks(b[grp], sfb[grp]).t()
+        assert calc_diff(d[s: s + r], ref) < 1e-3
 
 
 MASKED_CASES = [(32, 192, 4096, 7168), (6, 1024, 7168, 3072), (32, 20, 4096, 7168), (6, 20, 7168, 3072)]

@@ -73,6 +73,7 @@ void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::opti
   chk.tma_aligned({b, "b"});
   chk.tma_aligned({d, "d"});
   if (fp32_out) check_arg(d.stride(0) % 2 == 0, kOp, "d's row stride must be even for fp32 output, got ", d.stride(0));
+  else chk.tma_store_columns({d, "d"}, n);
   chk.no_overlap({d, "d"}, {{a, "a"}, {b, "b"}, {sfa, "sfa"}, {sfb, "sfb"}});
   if (c.has_value() && c->data_ptr() != d.data_ptr()) chk.no_overlap({d, "d"}, {{*c, "c"}});
   chk.same_cuda_device({{a, "a"}, {sfa, "sfa"}, {b, "b"}, {sfb, "sfb"}, {d, "d"}});

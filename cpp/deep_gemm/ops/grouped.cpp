@@ -96,6 +96,7 @@ void m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb
   chk.inner_contiguous({d, "d"}, "row-major");
   chk.tma_aligned({a, "a"});
   chk.tma_aligned({d, "d"});
+  chk.tma_store_columns({d, "d"}, n);
   chk.no_overlap({d, "d"}, {{a, "a"}, {b, "b"}, {sfa, "sfa"}, {sfb, "sfb"}, {grouped_layout, "grouped_layout"}});
   chk.same_cuda_device({{a, "a"}, {sfa, "sfa"}, {b, "b"}, {sfb, "sfb"}, {d, "d"}, {grouped_layout, "grouped_layout"}});
 
@@ -155,6 +156,7 @@ void m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Te
             "d's groups must be packed back to back (d.stride(0) == max_m * d.stride(1)), got strides ", stride_str(d));
   chk.tma_aligned({a, "a"});
   chk.tma_aligned({d, "d"});
+  chk.tma_store_columns({d, "d"}, n);
   chk.no_overlap({d, "d"}, {{a, "a"}, {b, "b"}, {sfa, "sfa"}, {sfb, "sfb"}, {masked_m, "masked_m"}});
   chk.same_cuda_device({{a, "a"}, {sfa, "sfa"}, {b, "b"}, {sfb, "sfb"}, {d, "d"}, {masked_m, "masked_m"}});
 

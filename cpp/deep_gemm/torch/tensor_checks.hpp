@@ -96,6 +96,14 @@ class ArgChecker {
     check_arg(reinterpret_cast<uintptr_t>(a.t.data_ptr()) % 16 == 0, op_, a.name,
               "'s data pointer must be 16-byte aligned for TMA (a sliced view may break this)");
   }
+  // A bf16 output the TMA stores: the TMA writes the 16 bytes that hold a row's last
+  // column whole (measured on the H200, NOTES.md 2026-12-01 session 17), so N must fill
+  // them. A packed `out` already needs that for its row pitch; a column slice of a wider
+  // buffer would otherwise have up to 7 columns past N overwritten.
+  void tma_store_columns(TensorArg out, int64_t n) const {
+    check_arg(n % 8 == 0, op_, "N (= ", n, ") must be a multiple of 8 for a bf16 ", out.name,
+              ": the TMA stores whole 16-byte pieces of a row, which would write past column N of a column slice");
+  }
   // `out` must not share memory with any input (results would depend on timing).
   void no_overlap(TensorArg out, std::initializer_list<TensorArg> inputs) const {
     if (is_meta(out.t)) return;
