@@ -228,6 +228,17 @@ def _align(x, a):
     return (x + a - 1) // a * a
 
 
+def _contiguous_index(rows):
+    """The index layout of groups with `rows` rows, each padded with -1 rows to the
+    contiguous-layout alignment: (first row of each group, the per-row group index)."""
+    align = deep_gemm.get_mk_alignment_for_contiguous_layout()
+    starts, index = [], []
+    for grp, r in enumerate(rows):
+        starts.append(len(index))
+        index += [grp] * r + [-1] * (_align(r, align) - r)
+    return starts, index
+
+
 CONTIG_CASES = [
     (4, 8192, 6144, 7168),
     (4, 8192, 4096, 4096),
@@ -241,12 +252,8 @@ CONTIG_CASES = [
 @pytest.mark.parametrize("g,expected_m,n,k", CONTIG_CASES)
 def test_m_grouped_contiguous_matches_reference(g, expected_m, n, k, layout_kind):
     torch.manual_seed(g * 7 + n + k)
-    align = deep_gemm.get_mk_alignment_for_contiguous_layout()
     rows = _group_rows(g, expected_m, seed=n + k)
-    starts, index = [], []
-    for grp, r in enumerate(rows):
-        starts.append(len(index))
-        index += [grp] * r + [-1] * (_align(r, align) - r)
+    starts, index = _contiguous_index(rows)
     m_sum = len(index)
     index_t = torch.tensor(index, dtype=I32, device="cuda")
     ends = torch.tensor([s + r for s, r in zip(starts, rows, strict=True)], dtype=I32, device="cuda")
@@ -274,11 +281,9 @@ def test_m_grouped_contiguous_matches_reference(g, expected_m, n, k, layout_kind
 @pytest.mark.gpu
 def test_m_grouped_nn_contiguous_view():
     torch.manual_seed(3)
-    g, n, k, align = 3, 512, 1024, deep_gemm.get_mk_alignment_for_contiguous_layout()
+    g, n, k = 3, 512, 1024
     rows = [130, 0, 300]
-    index = []
-    for grp, r in enumerate(rows):
-        index += [grp] * r + [-1] * (_align(r, align) - r)
+    _, index = _contiguous_index(rows)
     index_t = torch.tensor(index, dtype=I32, device="cuda")
     a, sfa = per_token_cast_to_fp8(torch.randn(len(index), k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
     b, sfb = _grouped_b(g, n, k)
@@ -313,11 +318,7 @@ def test_m_grouped_column_slice_of_d(kind):
         _check_masked(d, (a, sfa), (b, sfb), rows)
         assert buf[..., n:].isnan().all(), "columns past N were written"
         return
-    align = deep_gemm.get_mk_alignment_for_contiguous_layout()
-    starts, index = [], []
-    for grp, r in enumerate(rows):
-        starts.append(len(index))
-        index += [grp] * r + [-1] * (_align(r, align) - r)
+    starts, index = _contiguous_index(rows)
     index_t = torch.tensor(index, dtype=I32, device="cuda")
     a, sfa = per_token_cast_to_fp8(torch.randn(len(index), k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
     buf = torch.full((len(index), width), float("nan"), device="cuda", dtype=torch.bfloat16)
