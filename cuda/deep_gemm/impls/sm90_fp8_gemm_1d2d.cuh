@@ -343,6 +343,14 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
         float result[kSlabs][kBlockN / 2], acc[kBlockN / 2];
         float acc2[kOverlapMma ? kBlockN / 2 : 1];  // second accumulator (overlap only)
         float first_sfb_0 = 0.0f, first_sfb_1 = 0.0f;  // kEarlyNext: SFB of the tile's first K block
+        // Zeroes result slabs [first, kSlabs): all of them before the K loop, or with
+        // kPeelFirst (whose first K block writes the computed slabs) the ones not computed.
+        auto zero_slabs = [&](auto first) {
+#pragma unroll
+            for (uint32_t sl = decltype(first)::value; sl < kSlabs; ++sl)
+#pragma unroll
+                for (uint32_t i = 0; i < kBlockN / 2; ++i) result[sl][i] = 0.0f;
+        };
         bool has_tile = false;
         // The next tile: as the producer published it, or walked here (dense).
         auto fetch_tile = [&]() {
@@ -392,23 +400,15 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
             for (uint32_t sl = 0; sl < kSlabs; ++sl) {
                 lo_ok[sl] = lo_ok[sl] && sl < n_active;
                 hi_ok[sl] = hi_ok[sl] && sl < n_active;
-                if constexpr (!kPeelFirst) {
-#pragma unroll
-                    for (uint32_t i = 0; i < kBlockN / 2; ++i) result[sl][i] = 0.0f;
-                }
             }
+            if constexpr (!kPeelFirst) zero_slabs(SlabCount<0>{});
 
             // Plain schedule over the first kActive slabs (0: only keep the pipeline moving):
             // per K block and slab, four wgmmas into `acc`, waited for, then promoted.
             auto plain_k_loop = [&](auto active, auto cols) {
                 constexpr uint32_t kActive = decltype(active)::value;
-                if constexpr (kPeelFirst) {
-                    // Slabs not computed are still staged (dense: rows >= M, clipped by the TMA).
-#pragma unroll
-                    for (uint32_t sl = kActive; sl < kSlabs; ++sl)
-#pragma unroll
-                        for (uint32_t i = 0; i < kBlockN / 2; ++i) result[sl][i] = 0.0f;
-                }
+                // Slabs not computed are still staged (dense: rows >= M, clipped by the TMA).
+                if constexpr (kPeelFirst) zero_slabs(active);
                 if constexpr (kActive == 0) {
                     for (uint32_t kb = 0; kb < num_k_blocks; ++kb, pipe.advance()) {
                         ptx::mbar_wait(smem.full(pipe.stage), pipe.phase);
@@ -491,10 +491,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                 // reads as reads of an in-flight accumulator and serialised every wgmma
                 // (C7514). Here the promotion only ever reads the accumulator that is not
                 // in flight, so the tensor cores idle only from a wait to the next issue.
-                if constexpr (kPeelFirst) {
-#pragma unroll
-                    for (uint32_t i = 0; i < kBlockN / 2; ++i) result[0][i] = 0.0f;
-                }
+                if constexpr (kPeelFirst) zero_slabs(SlabCount<0>{});  // this schedule does not peel
                 Scales sc0, sc1;
                 uint32_t kb = 1;
                 if (num_k_blocks > 0) {
