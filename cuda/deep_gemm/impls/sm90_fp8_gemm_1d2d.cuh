@@ -428,7 +428,8 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                     // The stage's wgmma descriptors are computed before its full-barrier wait, so
                     // that fewer instructions sit between the data landing and the first wgmma.
                     // Measured on the H200 (NOTES.md, 2026-12-01 session 18): 4096x7168x16384
-                    // 0.6% faster, 4096x7168x2048 1%, the other rows equal.
+                    // 0.6% faster, 4096x7168x2048 1%, contiguous 4 x ~8192 0.4% slower, the
+                    // other rows equal.
                     const uint64_t desc_b = descs.b(s);
                     uint64_t desc_a[kActive > 0 ? kActive : 1];
 #pragma unroll
