@@ -148,13 +148,9 @@ def _quantized(m, n, k, fp32_out=False):
     return (a, sfa), (b, sfb)
 
 
-_dequant_a = dequant_rows
-_dequant_b_block = dequant_blocks
-
-
 def _reference(a, b, fp32_out):
-    ref_b = _dequant_a(*b) if fp32_out else _dequant_b_block(*b)
-    return _dequant_a(*a) @ ref_b.t()
+    ref_b = dequant_rows(*b) if fp32_out else dequant_blocks(*b)
+    return dequant_rows(*a) @ ref_b.t()
 
 
 @pytest.mark.gpu

@@ -205,10 +205,6 @@ def test_warmup_compiles_grouped_suite(tmp_path):
 # ---- correctness (GPU) -------------------------------------------------------------
 
 
-_dequant_rows = dequant_rows
-_dequant_blocks = dequant_blocks
-
-
 def _grouped_b(g, n, k):
     parts = [per_block_cast_to_fp8(torch.randn(n, k, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
              for _ in range(g)]
@@ -269,11 +265,11 @@ def test_m_grouped_contiguous_matches_reference(g, expected_m, n, k, layout_kind
     valid = index_t >= 0
     assert d[~valid].isnan().all(), "padding rows were written"
     assert not d[valid].isnan().any(), "some valid rows were not written"
-    a_deq = _dequant_rows(a, sfa)
+    a_deq = dequant_rows(a, sfa)
     for grp, (s, r) in enumerate(zip(starts, rows, strict=True)):
         if r == 0:
             continue
-        ref = a_deq[s: s + r] @ _dequant_blocks(b[grp], sfb[grp]).t()
+        ref = a_deq[s: s + r] @ dequant_blocks(b[grp], sfb[grp]).t()
         diff = calc_diff(d[s: s + r], ref)
         assert diff < 1e-3, f"group {grp}: calc_diff {diff:.2e}"
 
@@ -332,9 +328,9 @@ def test_m_grouped_column_slice_of_d(kind):
     assert buf[:, n:].isnan().all(), "columns past N were written"
     valid = index_t >= 0
     assert d[~valid].isnan().all() and not d[valid].isnan().any()
-    a_deq = _dequant_rows(a, sfa)
+    a_deq = dequant_rows(a, sfa)
     for grp, (s, r) in enumerate(zip(starts, rows, strict=True)):
-        ref = a_deq[s: s + r] @ _dequant_blocks(b[grp], sfb[grp]).t()
+        ref = a_deq[s: s + r] @ dequant_blocks(b[grp], sfb[grp]).t()
         assert calc_diff(d[s: s + r], ref) < 1e-3
 
 
@@ -356,7 +352,7 @@ def _check_masked(d, a, b, rows):
         if r == 0:
             continue
         assert not d[grp, :r].isnan().any(), f"group {grp}: some rows < masked_m were not written"
-        ref = _dequant_rows(a_t[grp, :r], sfa[grp, :r]) @ _dequant_blocks(b_t[grp], sfb[grp]).t()
+        ref = dequant_rows(a_t[grp, :r], sfa[grp, :r]) @ dequant_blocks(b_t[grp], sfb[grp]).t()
         diff = calc_diff(d[grp, :r], ref)
         assert diff < 1e-3, f"group {grp}: calc_diff {diff:.2e}"
 
@@ -504,11 +500,11 @@ def test_m_grouped_sfa_layouts_agree(kind):
     if kind == "masked":
         _check_masked(outs[0], (a, sfa), b, rows)
     else:
-        a_deq = _dequant_rows(a, sfa)
+        a_deq = dequant_rows(a, sfa)
         start = 0
         for grp, r in enumerate(rows):
             if r:
-                ref = a_deq[start: start + r] @ _dequant_blocks(b[0][grp], b[1][grp]).t()
+                ref = a_deq[start: start + r] @ dequant_blocks(b[0][grp], b[1][grp]).t()
                 assert calc_diff(outs[0][start: start + r], ref) < 1e-3
             start += _align(r, align)
 
