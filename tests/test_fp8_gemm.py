@@ -172,11 +172,13 @@ def test_fp8_gemm_nt_1d2d_matches_reference(m, n, k):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m,n,k", [(4097, 2112, 7168), (129, 576, 1536), (7, 7168, 2048), (129, 576, 640)])
+@pytest.mark.parametrize("m,n,k", [(4097, 2112, 7168), (129, 576, 1536), (7, 7168, 2048), (129, 576, 640),
+                                   (1, 4096, 7168), (16, 256, 512), (64, 2112, 7168), (65, 576, 1536)])
 def test_fp8_gemm_sfa_layouts_agree(m, n, k):
     """Every SFA layout gives the same bits: per-token ([M, K/128]), a padded row pitch and
-    an MN-major view with an unaligned pitch are converted on the GPU; prepared (MN-major,
-    TMA-aligned) SFA is used as it is."""
+    an MN-major view with an unaligned pitch are converted on the GPU, or, for M <= 64, read
+    as given by the kernel ("_sg" kernels); prepared (MN-major, TMA-aligned) SFA is used as
+    it is."""
     torch.manual_seed(m + n + k)
     a, b = _quantized(m, n, k)
     kb = k // 128
@@ -195,6 +197,36 @@ def test_fp8_gemm_sfa_layouts_agree(m, n, k):
         assert calc_diff(d, ref) < 1e-3, name
         outs[name] = d
     assert all(torch.equal(outs["per-token"], d) for d in outs.values())
+    if m <= 64:  # (a larger M never takes it: tests/test_warmup.py checks the choice)
+        assert any("_sg" in x and f"n{n}k{k}_" in x for x in deepgemm_loaded()), deepgemm_loaded()
+
+
+def deepgemm_loaded() -> list[str]:
+    return deep_gemm.get_jit().loaded_kernels
+
+
+@pytest.mark.gpu
+def test_fp8_gemm_small_m_per_token_scales_in_a_graph():
+    """At small M the kernel reads per-token scales where they are: a captured graph then
+    reads the scales written into that tensor before each replay."""
+    m, n, k = 16, 2112, 7168
+    torch.manual_seed(5)
+    a, b = _quantized(m, n, k)
+    d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        deep_gemm.fp8_gemm_nt(a, b, d)  # compile and load outside the capture
+        with torch.cuda.graph(graph, stream=stream):
+            deep_gemm.fp8_gemm_nt(a, b, d)
+    for _ in range(2):
+        a2, _ = _quantized(m, n, k)
+        a[0].copy_(a2[0])
+        a[1].copy_(a2[1])
+        d.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert calc_diff(d, _reference(a, b, fp32_out=False)) < 1e-3
 
 
 @pytest.mark.gpu

@@ -51,11 +51,21 @@ def test_chosen_kernels_do_not_spill(tmp_path):
     shapes = [f"{m},{n},{k}" for m in (64, 256, 1024) for (n, k) in ((4096, 2048), (2112, 7168), (576, 7168))]
     shapes += [f"{m},24576,1536" for m in (7, 128, 4096)] + ["4096,7168,16384", "128,7168,16384"]
     shapes += ["256,4096,2048:fp32", "4096,7168,2048:fp32"]
+    # Small M: also the kernels that read per-token scales as given (the "_sg" names).
+    shapes += ["1,7168,16384", "16,4096,7168", "64,2112,7168", "16,256,512"]
     cmd = [sys.executable, "-m", "deep_gemm.warmup", "--num-sms", "132"]
     for s in shapes:
         cmd += ["--shape", s]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     assert out.returncode == 0, out.stderr[-3000:]
+    # M <= 64 with an overlapped (dense bf16) kernel: also the one reading per-token scales as
+    # given ("_sg"); never above M = 64.
+    rows = [(int(line.split()[0]), line.split()[-2]) for line in out.stdout.strip().splitlines()]
+    sg = [(m, name) for m, name in rows if "_sg" in name]
+    assert all(m <= 64 and "_o_sg" in name for m, name in sg), sg
+    overlapped_small = {name for m, name in rows if m <= 64 and name.endswith("_o")}
+    assert {name[: -len("_sg")] for _, name in sg} == overlapped_small, (sg, overlapped_small)
+    assert len(sg) >= 5, sg
 
 
 # Tuning knobs of the FP8 GEMM configuration: (variable, a good value, what the kernel name
@@ -81,3 +91,24 @@ def test_tuning_knob_reaches_the_kernel_and_rejects_bad_values(tmp_path, var, go
         env[var] = bad
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
         assert out.returncode != 0 and f"{var} {error}" in out.stderr, (bad, out.stderr[-800:])
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"),
+                    reason="needs nvcc to compile")
+def test_small_m_warmup_builds_the_per_token_scale_kernel_unless_turned_off(tmp_path):
+    """M <= 64: warmup also builds the kernel that reads per-token scales as given ("_sg");
+    DG_SM90_FP8_SFA_FROM_GLOBAL=0 turns it off, and a bad value fails loudly."""
+    cmd = [sys.executable, "-m", "deep_gemm.warmup", "--num-sms", "132", "--shape", "16,256,512", "--shape",
+           "65,256,512"]
+    env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path))
+    env.pop("DG_SM90_FP8_SFA_FROM_GLOBAL", None)
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.strip().splitlines()
+    assert [line.split()[0] for line in lines if "_sg" in line] == ["16"], lines
+    off = subprocess.run(cmd, env=dict(env, DG_SM90_FP8_SFA_FROM_GLOBAL="0"), capture_output=True, text=True,
+                         timeout=600)
+    assert off.returncode == 0 and "_sg" not in off.stdout and len(off.stdout.strip().splitlines()) == 2, off.stdout
+    bad = subprocess.run(cmd, env=dict(env, DG_SM90_FP8_SFA_FROM_GLOBAL="2"), capture_output=True, text=True,
+                         timeout=120)
+    assert bad.returncode != 0 and "DG_SM90_FP8_SFA_FROM_GLOBAL must be 0 or 1" in bad.stderr, bad.stderr[-800:]

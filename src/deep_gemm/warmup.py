@@ -72,10 +72,14 @@ def main(argv: list[str] | None = None) -> int:
     t_all = time.perf_counter()
     for m, n, k, fp32 in shapes:
         t0 = time.perf_counter()
-        name, path = torch.ops.deep_gemm.fp8_gemm_build(m, n, k, fp32, args.num_sms, args.compiled_dims).split("\t")
-        status = "cached" if name in seen else f"{time.perf_counter() - t0:6.2f} s"
-        seen.add(name)
-        print(f"{m:>6} x {n:>6} x {k:>6} {'fp32' if fp32 else 'bf16'}  {status}  {name}  {path}", flush=True)
+        # One line per kernel: the one for prepared scales, then (small M) the one that
+        # reads per-token scales as given.
+        built = torch.ops.deep_gemm.fp8_gemm_build(m, n, k, fp32, args.num_sms, args.compiled_dims)
+        for line in built.splitlines():
+            name, path = line.split("\t")
+            status = "cached" if name in seen else f"{time.perf_counter() - t0:6.2f} s"
+            seen.add(name)
+            print(f"{m:>6} x {n:>6} x {k:>6} {'fp32' if fp32 else 'bf16'}  {status}  {name}  {path}", flush=True)
     for entry in grouped:
         t0 = time.perf_counter()
         if entry[0] == "k_grouped":

@@ -29,6 +29,9 @@
 //   Kernel arguments, in order:
 //   1D2D: (uint32 m, uint32 n, uint32 k, const float* sfb,
 //          CUtensorMap a, CUtensorMap b, CUtensorMap sfa, CUtensorMap d)
+//   1D2D, cfg.sfa_from_global (no SFA tensor map; SFA fp32 [M, K/128] at any strides):
+//         (uint32 m, uint32 n, uint32 k, const float* sfb, const float* sfa,
+//          uint32 sfa_stride_m, uint32 sfa_stride_k /*elements*/, CUtensorMap a, CUtensorMap b, CUtensorMap d)
 //   1D1D: (uint32 m, uint32 n, uint32 k, const float* c /*may be d, or null*/, float* d,
 //          uint32 ld_d /*elements, even*/,
 //          CUtensorMap a, CUtensorMap b, CUtensorMap sfa, CUtensorMap sfb)
@@ -68,6 +71,7 @@ struct Sm90Fp8GemmConfig {
     int swizzle_d = 0;           // 1D2D: TMA swizzle of the D staging tile (bytes)
     bool mma_overlap = false;    // 1D2D: promote block kb under block kb+1 (block_m <= 128, block_n <= 128)
     int gemm_type = 0;           // 1D2D: 0 dense, else an Sm90GroupedType (m-grouped MoE)
+    bool sfa_from_global = false;  // dense 1D2D: per-token SFA read from global (sm90_fp8_sfa_from_global_fits)
     double est_cycles = 0.0;     // model estimate used for the choice
 };
 
@@ -288,6 +292,16 @@ inline std::string entry_params_close() {
 }
 inline std::string trace_tiles_suffix() { return trace_tiles() ? "_trace" : ""; }
 
+// Per-token scales not in the TMA layout are normally converted by a small kernel into
+// fresh storage before the GEMM: an allocation and a launch per call, ~5 us of host time
+// that dominates a small-M call. Up to this M the dense 1D2D kernel instead reads them
+// where they are (each math thread its two rows, one K block at a time). The overlapped
+// schedule only (block_m <= 128, block_n <= 128): its loads sit before the stage wait.
+constexpr int kSm90Fp8SfaFromGlobalMaxM = 64;
+inline bool sm90_fp8_sfa_from_global_fits(const Sm90Fp8GemmConfig& c, int m) {
+    return c.kind == Sm90Fp8Kind::k1D2D && c.gemm_type == 0 && c.mma_overlap && m <= kSm90Fp8SfaFromGlobalMaxM;
+}
+
 // The JIT entry for `cfg`. compiled_{m,n,k}: a dimension baked into the kernel, or 0 for a
 // runtime argument (the API's compiled_dims).
 inline std::string sm90_fp8_gemm_source(const Sm90Fp8GemmConfig& c, int compiled_m, int compiled_n,
@@ -298,7 +312,8 @@ inline std::string sm90_fp8_gemm_source(const Sm90Fp8GemmConfig& c, int compiled
                               std::to_string(compiled_k) + "u, " + std::to_string(c.block_m) + "u, " +
                               std::to_string(c.block_n) + "u, " + std::to_string(c.stages) + "u, " +
                               std::to_string(c.cluster) + "u, " + std::to_string(c.group_n) + "u" +
-                              (is_1d1d ? "" : c.mma_overlap ? ", true" : ", false");
+                              (is_1d1d ? "" : c.mma_overlap ? ", true" : ", false") +
+                              (c.sfa_from_global ? ", deep_gemm::GemmType::kNormal, true" : "");
     std::string s = is_1d1d ? std::string() : trace_tiles_define();
     s += "#include <deep_gemm/impls/" + impl + ".cuh>\n\n";
     // The bound is always 384 threads: a fixed register cap at entry (168) that the
@@ -310,6 +325,15 @@ inline std::string sm90_fp8_gemm_source(const Sm90Fp8GemmConfig& c, int compiled
              "         const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_sfb) {\n";
         s += "    deep_gemm::" + impl + "_impl<" + targs + ">(\n"
              "        m, n, k, c, d, ld_d, &tmap_a, &tmap_b, &tmap_sfa, &tmap_sfb);\n}\n";
+    } else if (c.sfa_from_global) {
+        s += "dg_entry(uint32_t m, uint32_t n, uint32_t k, const float* sfb,\n"
+             "         const float* sfa, uint32_t sfa_stride_m, uint32_t sfa_stride_k,\n"
+             "         const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,\n"
+             "         const __grid_constant__ CUtensorMap tmap_d" +
+             entry_params_close();
+        s += "    deep_gemm::" + impl + "_impl<" + targs + ">(\n"
+             "        m, n, k, sfb, &tmap_a, &tmap_b, nullptr, &tmap_d, nullptr, 1, 1, nullptr, 0,\n"
+             "        {sfa, sfa_stride_m, sfa_stride_k});\n}\n";
     } else {
         s += "dg_entry(uint32_t m, uint32_t n, uint32_t k, const float* sfb,\n"
              "         const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,\n"
@@ -327,7 +351,8 @@ inline std::string sm90_fp8_gemm_name(const Sm90Fp8GemmConfig& c, int compiled_m
            std::to_string(compiled_m) + "n" + std::to_string(compiled_n) + "k" + std::to_string(compiled_k) +
            "_b" + std::to_string(c.block_m) + "x" + std::to_string(c.block_n) + "_s" + std::to_string(c.stages) +
            "_c" + std::to_string(c.cluster) + "_g" + std::to_string(c.group_n) +
-           (c.mma_overlap ? "_o" : "") + (c.kind == Sm90Fp8Kind::k1D1D ? "" : trace_tiles_suffix());
+           (c.mma_overlap ? "_o" : "") + (c.sfa_from_global ? "_sg" : "") +
+           (c.kind == Sm90Fp8Kind::k1D1D ? "" : trace_tiles_suffix());
 }
 
 // One tensor map, in the terms of deep_jit::make_tensor_map_2d.
@@ -358,7 +383,8 @@ inline std::vector<Sm90Fp8TensorMapSpec> sm90_fp8_gemm_tensor_maps(const Sm90Fp8
                     static_cast<uint32_t>(c.block_m / c.cluster), 128});
     maps.push_back({"b", Sm90TmaDtype::kU8, static_cast<uint64_t>(k), static_cast<uint64_t>(n), ldb_bytes, 128,
                     static_cast<uint32_t>(c.block_n), 128});
-    maps.push_back({"sfa", Sm90TmaDtype::kF32, m_pad, kb, m_pad * 4, static_cast<uint32_t>(c.block_m), 1, 0});
+    if (!c.sfa_from_global)
+        maps.push_back({"sfa", Sm90TmaDtype::kF32, m_pad, kb, m_pad * 4, static_cast<uint32_t>(c.block_m), 1, 0});
     if (c.kind == Sm90Fp8Kind::k1D1D) {
         maps.push_back({"sfb", Sm90TmaDtype::kF32, n_pad, kb, n_pad * 4, static_cast<uint32_t>(c.block_n), 1, 0});
     } else {

@@ -38,6 +38,11 @@ struct Sm90Fp8Problem {
   // dependent launch even when set_pdl is off, so this kernel's setup overlaps that small
   // kernel (it waits for the previous grid's writes before any global read, see the impls).
   bool after_own_kernel = false;
+  // Per-token SFA that is not in the TMA layout, given as is (fp32 [m, k/128], strides in
+  // elements): the launcher reads it from global memory where the configuration allows
+  // (h::sm90_fp8_sfa_from_global_fits); else the op converts it first (see prepare()).
+  bool sfa_from_global = false;
+  uint32_t sfa_stride_m = 0, sfa_stride_k = 0;
 };
 
 namespace detail {
@@ -46,13 +51,14 @@ namespace detail {
 struct ConfigKey {
   bool fp32_out;
   int m, n, k, compiled_m, compiled_n, compiled_k, num_sms, mult_m, mult_n, device;
+  bool sfa_from_global = false;  // asked for; the entry's config says whether it was taken
   bool operator==(const ConfigKey&) const = default;
 };
 struct KeyHash {
   size_t operator()(const ConfigKey& k) const {
     size_t h = std::hash<int>()(k.m);
     for (int v : {k.n, k.k, k.compiled_m, k.compiled_n, k.compiled_k, k.num_sms, k.mult_m, k.mult_n, k.device,
-                  int(k.fp32_out)})
+                  int(k.fp32_out), int(k.sfa_from_global)})
       h = h * 1000003u ^ std::hash<int>()(v);
     return h;
   }
@@ -116,6 +122,18 @@ inline int forced_max_stages() {
   return value;
 }
 
+// DG_SM90_FP8_SFA_FROM_GLOBAL=0 makes the dense 1D2D GEMMs always convert per-token scales
+// into the TMA layout (a layout kernel per call) instead of reading them as given at small
+// M (h::kSm90Fp8SfaFromGlobalMaxM); unset or 1, they read them where that fits. For A/B runs.
+inline bool sfa_from_global_allowed() {
+  static const bool value = [] {
+    const char* v = std::getenv("DG_SM90_FP8_SFA_FROM_GLOBAL");
+    if (!v || !*v) return true;
+    return env_int_knob("DG_SM90_FP8_SFA_FROM_GLOBAL", [](int x) { return x == 0 || x == 1; }, "0 or 1") == 1;
+  }();
+  return value;
+}
+
 // The tuning knobs that refine a chosen configuration: the scheduler group width (1D2D)
 // and the stage cap, where set.
 inline h::Sm90Fp8GemmConfig with_tuning_knobs(h::Sm90Fp8GemmConfig c) {
@@ -137,7 +155,12 @@ inline h::Sm90Fp8GemmConfig choose_config(const ConfigKey& key, int max_smem) {
                                                      cluster == 2)) {
     if (cluster != 0 && c.cluster != cluster) continue;
     if (!block_m_allowed(c)) continue;
-    if (c.block_m % key.mult_m == 0 && c.block_n % key.mult_n == 0) return with_tuning_knobs(c);
+    if (c.block_m % key.mult_m == 0 && c.block_n % key.mult_n == 0) {
+      auto chosen = with_tuning_knobs(c);
+      chosen.sfa_from_global =
+          key.sfa_from_global && sfa_from_global_allowed() && h::sm90_fp8_sfa_from_global_fits(chosen, key.m);
+      return chosen;
+    }
   }
   throw std::runtime_error(deep_jit::detail::cat("deep_gemm: no SM90 FP8 GEMM configuration has block sizes that are multiples of (",
                                                  key.mult_m, ", ", key.mult_n, ") as set_block_size_multiple_of asks"));
@@ -212,46 +235,28 @@ class Sm90Fp8GemmLauncher {
     return instance;
   }
 
-  void run(const Sm90Fp8Problem& p) {
-    const auto& rt = DeviceRuntime::get();
-    const auto [mult_m, mult_n] = rt.block_size_multiple_of();
-    const detail::ConfigKey ckey{p.fp32_out,  p.m, p.n, p.k, p.compiled_m, p.compiled_n, p.compiled_k,
-                                 rt.num_sms(p.device), mult_m, mult_n, p.device};
-    const Entry& e = entry(ckey, p);
-    launch(e, p);
-  }
-
- private:
   struct Entry {
     h::Sm90Fp8GemmConfig cfg;
     const deep_jit::Kernel* kernel;
   };
 
-  const Entry& entry(const detail::ConfigKey& ckey, const Sm90Fp8Problem& p) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (auto it = entries_.find(ckey); it != entries_.end()) return it->second;
-    }
-    // Slow path (first call of a shape): choose, generate, compile or load. No lock held
-    // while compiling, so other shapes proceed; deep_jit dedups concurrent builds.
-    const auto& dev = deep_jit::device_info(p.device);
-    check_arg(dev.cc_major == 9, "fp8_gemm_nt", "this kernel needs an SM90 (Hopper) GPU; device ", p.device, " (",
-              dev.name, ") is sm_", dev.cc_major, dev.cc_minor);
-    auto [cfg, src] = sm90_fp8_kernel_source(ckey, dev.max_shared_optin);
-    Entry e{cfg, &deep_jit::Runtime::get().load(src, p.device)};
-    if (detail::print_configs())
-      std::fprintf(stderr, "deep_gemm: %s m=%d n=%d k=%d -> block %dx%d, %d stages, cluster %d, grid %d, smem %d B%s%s\n",
-                   p.fp32_out ? "fp8_gemm 1D1D" : "fp8_gemm 1D2D", p.m, p.n, p.k, e.cfg.block_m, e.cfg.block_n,
-                   e.cfg.stages, e.cfg.cluster, e.cfg.grid_x, e.cfg.smem_bytes,
-                   e.cfg.mma_overlap ? ", overlapped promotion" : "", e.cfg.block_m == 256 ? ", two slabs per warpgroup" : "");
-    std::lock_guard<std::mutex> lock(mu_);
-    return entries_.try_emplace(ckey, e).first->second;
+  // The configuration and kernel for `p` (compiled or loaded on first use). With
+  // p.sfa_from_global, entry.cfg.sfa_from_global says whether the kernel reads the scales
+  // as given; where it is false the caller must pass converted scales to launch().
+  const Entry& prepare(const Sm90Fp8Problem& p) {
+    const auto& rt = DeviceRuntime::get();
+    const auto [mult_m, mult_n] = rt.block_size_multiple_of();
+    const detail::ConfigKey ckey{p.fp32_out,  p.m,    p.n,    p.k,      p.compiled_m,       p.compiled_n,
+                                 p.compiled_k, rt.num_sms(p.device), mult_m, mult_n, p.device, p.sfa_from_global};
+    return entry(ckey, p);
   }
+
+  void run(const Sm90Fp8Problem& p) { launch(prepare(p), p); }
 
   static void launch(const Entry& e, const Sm90Fp8Problem& p) {
     const auto specs = h::sm90_fp8_gemm_tensor_maps(e.cfg, p.m, p.n, p.k, p.lda_bytes, p.ldb_bytes, p.ld_d);
     CUtensorMap maps[4];
-    for (size_t i = 0; i < 4; ++i) {
+    for (size_t i = 0; i < specs.size(); ++i) {
       const auto& s = specs[i];
       maps[i] = deep_jit::make_tensor_map_2d(detail::operand_base(p, s.operand), detail::tma_dtype(s.dtype),
                                              s.inner_elems, s.outer_elems, s.outer_stride_bytes, s.box_inner,
@@ -269,10 +274,37 @@ class Sm90Fp8GemmLauncher {
       auto* d = static_cast<float*>(p.d);
       const auto ld_d = static_cast<uint32_t>(p.ld_d);
       deep_jit::launch(*e.kernel, lc, m, n, k, c, d, ld_d, maps[0], maps[1], maps[2], maps[3]);
+    } else if (e.cfg.sfa_from_global) {
+      const auto* sfb = static_cast<const float*>(p.sfb);
+      const auto* sfa = static_cast<const float*>(p.sfa);
+      detail::launch_1d2d(*e.kernel, lc, m, n, k, sfb, sfa, p.sfa_stride_m, p.sfa_stride_k, maps[0], maps[1], maps[2]);
     } else {
       const auto* sfb = static_cast<const float*>(p.sfb);
       detail::launch_1d2d(*e.kernel, lc, m, n, k, sfb, maps[0], maps[1], maps[2], maps[3]);
     }
+  }
+
+ private:
+  const Entry& entry(const detail::ConfigKey& ckey, const Sm90Fp8Problem& p) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = entries_.find(ckey); it != entries_.end()) return it->second;
+    }
+    // Slow path (first call of a shape): choose, generate, compile or load. No lock held
+    // while compiling, so other shapes proceed; deep_jit dedups concurrent builds.
+    const auto& dev = deep_jit::device_info(p.device);
+    check_arg(dev.cc_major == 9, "fp8_gemm_nt", "this kernel needs an SM90 (Hopper) GPU; device ", p.device, " (",
+              dev.name, ") is sm_", dev.cc_major, dev.cc_minor);
+    auto [cfg, src] = sm90_fp8_kernel_source(ckey, dev.max_shared_optin);
+    Entry e{cfg, &deep_jit::Runtime::get().load(src, p.device)};
+    if (detail::print_configs())
+      std::fprintf(stderr, "deep_gemm: %s m=%d n=%d k=%d -> block %dx%d, %d stages, cluster %d, grid %d, smem %d B%s%s%s\n",
+                   p.fp32_out ? "fp8_gemm 1D1D" : "fp8_gemm 1D2D", p.m, p.n, p.k, e.cfg.block_m, e.cfg.block_n,
+                   e.cfg.stages, e.cfg.cluster, e.cfg.grid_x, e.cfg.smem_bytes,
+                   e.cfg.mma_overlap ? ", overlapped promotion" : "", e.cfg.block_m == 256 ? ", two slabs per warpgroup" : "",
+                   e.cfg.sfa_from_global ? ", per-token scales read as given" : "");
+    std::lock_guard<std::mutex> lock(mu_);
+    return entries_.try_emplace(ckey, e).first->second;
   }
 
   std::mutex mu_;

@@ -81,21 +81,33 @@ void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::opti
 
   if (is_meta(d) || m == 0 || n == 0) return;  // shape-only run, or nothing to compute
 
-  // Scale layouts as the kernels load them (a no-op when the caller prepared them).
-  const Tensor sfa_k = mn_major_tma_aligned_buffer(sfa, kOp);
   const Tensor sfb_k = fp32_out ? mn_major_tma_aligned_buffer(sfb, kOp) : (sfb.is_contiguous() ? sfb : torch::stable::contiguous(sfb));
-
   launch::Sm90Fp8Problem p;
   p.fp32_out = fp32_out;
-  set_gemm_operands(p, m, n, k, cd, a, b, sfa_k, sfb_k, d);
+  set_gemm_operands(p, m, n, k, cd, a, b, sfa, sfb_k, d);
   p.c = c.has_value() ? c->data_ptr() : nullptr;
+  // Per-token scales not in the TMA layout: the bf16 kernel may read them as given
+  // (small M, see heuristics::sm90_fp8_sfa_from_global_fits); otherwise they are converted
+  // into fresh storage by our layout kernel (a no-op when the caller prepared them).
+  p.sfa_from_global = !fp32_out && !is_mn_major_tma_aligned(sfa) && sfa.stride(0) < (int64_t(1) << 31) &&
+                      sfa.stride(1) < (int64_t(1) << 31);
+  p.sfa_stride_m = static_cast<uint32_t>(sfa.stride(0));
+  p.sfa_stride_k = static_cast<uint32_t>(sfa.stride(1));
+  auto& launcher = launch::Sm90Fp8GemmLauncher::get();
+  const auto& entry = launcher.prepare(p);
+  Tensor sfa_k = sfa;  // keeps converted storage alive until the launch is enqueued
+  if (!entry.cfg.sfa_from_global) {
+    sfa_k = mn_major_tma_aligned_buffer(sfa, kOp);
+    p.sfa = sfa_k.data_ptr();
+  }
   // A converted scale tensor is new storage, written by our layout kernel just before.
   p.after_own_kernel = sfa_k.data_ptr() != sfa.data_ptr() || (fp32_out && sfb_k.data_ptr() != sfb.data_ptr());
-  launch::Sm90Fp8GemmLauncher::get().run(p);
+  launcher.launch(entry, p);
 }
 
-// Compiles (no GPU needed) the kernel fp8_gemm_nt would use for this shape on a
-// GPU with `num_sms` SMs; returns "<kernel name>\t<cubin path>". For warmup.
+// Compiles (no GPU needed) the kernels fp8_gemm_nt would use for this shape on a GPU with
+// `num_sms` SMs: one line "<kernel name>\t<cubin path>" for prepared scales, and a second
+// where per-token scales given as is take their own kernel (small M). For warmup.
 std::string fp8_gemm_build(int64_t m, int64_t n, int64_t k, bool fp32_out, int64_t num_sms, std::string compiled_dims) {
   constexpr const char* op = "fp8_gemm_build";
   check_arg(m > 0 && n > 0 && k > 0 && k % 128 == 0, op, "need M, N > 0 and K a positive multiple of 128, got ", m,
@@ -106,7 +118,13 @@ std::string fp8_gemm_build(int64_t m, int64_t n, int64_t k, bool fp32_out, int64
   const launch::detail::ConfigKey key{fp32_out, int(m), int(n), int(k), cd.m ? int(m) : 0, cd.n ? int(n) : 0,
                                       cd.k ? int(k) : 0, int(num_sms), mult_m, mult_n, 0};
   auto [cfg, src] = launch::sm90_fp8_kernel_source(key, heuristics::kSm90MaxSmemBytes);
-  return src.name + "\t" + deep_jit::Runtime::get().build(src);
+  std::string built = src.name + "\t" + deep_jit::Runtime::get().build(src);
+  // Per-token scales not in the TMA layout take another kernel at small M: build it too.
+  launch::detail::ConfigKey key_as_given = key;
+  key_as_given.sfa_from_global = !fp32_out;
+  auto [cfg_g, src_g] = launch::sm90_fp8_kernel_source(key_as_given, heuristics::kSm90MaxSmemBytes);
+  if (cfg_g.sfa_from_global) built += "\n" + src_g.name + "\t" + deep_jit::Runtime::get().build(src_g);
+  return built;
 }
 
 }  // namespace

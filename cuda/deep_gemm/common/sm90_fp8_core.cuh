@@ -192,7 +192,7 @@ __device__ __forceinline__ bool fetch_published_tile(const Layout& smem, const P
 // a stage is rewritten only after every math warp released the stage, which they do after
 // reading it. Needs num_k_blocks >= 1 (K > 0: the ops check it).
 template <typename Layout, typename Scheduler, uint32_t kBlockM, uint32_t kBlockN,
-          uint32_t kStages, uint32_t kCluster, bool kLoadSfb, bool kPublishTiles = false>
+          uint32_t kStages, uint32_t kCluster, bool kLoadSfb, bool kPublishTiles = false, bool kLoadSfa = true>
 __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sched, uint32_t num_k_blocks,
                                               const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
                                               const CUtensorMap* tmap_sfa, const CUtensorMap* tmap_sfb) {
@@ -214,7 +214,9 @@ __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sche
             if constexpr (kPublishTiles) {
                 if (kb == 0) write_tile_slot(smem.tile_slot(s), tile);
             }
-            ptx::mbar_arrive_expect_tx(full, Layout::kStageTxBytes);
+            // Without kLoadSfa (the math threads read the scales from global memory) the
+            // stage carries no SFA bytes.
+            ptx::mbar_arrive_expect_tx(full, Layout::kStageTxBytes - (kLoadSfa ? 0u : kBlockM * 4u));
             const int32_t k0 = static_cast<int32_t>(kb * kBlockK);
             if (kCluster > 1 && tile.multicast_a) {
                 ptx::tma_load_2d_multicast(smem.a(s) + rank * kSliceM * kBlockK, tmap_a, full,
@@ -227,8 +229,9 @@ __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sche
                                      m0 + static_cast<int32_t>(r * kSliceM));
             }
             ptx::tma_load_2d(smem.b(s), tmap_b, full, k0, b0);
-            ptx::tma_load_2d(smem.sfa(s), tmap_sfa, full, sfa_x,
-                             static_cast<int32_t>(sched.sfa_y(tile, kb, num_k_blocks)));
+            if constexpr (kLoadSfa)
+                ptx::tma_load_2d(smem.sfa(s), tmap_sfa, full, sfa_x,
+                                 static_cast<int32_t>(sched.sfa_y(tile, kb, num_k_blocks)));
             if constexpr (kLoadSfb)
                 ptx::tma_load_2d(smem.sfb(s), tmap_sfb, full, n0, static_cast<int32_t>(kb));
         }

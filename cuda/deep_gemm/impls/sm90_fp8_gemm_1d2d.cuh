@@ -240,6 +240,15 @@ struct SlabCount {
     static constexpr uint32_t value = kCount;
 };
 
+// Per-token (1x128) scales of A read straight from global memory: fp32 [M, K/128] at any
+// strides (elements), as per-token quantisation leaves them. Used where converting them to
+// the TMA layout would cost a kernel launch and an allocation per call (small M, see the
+// host heuristics).
+struct SfaRowsGlobal {
+    const float* base = nullptr;
+    uint32_t stride_m = 0, stride_k = 0;
+};
+
 // Template parameters:
 //   kShapeM/N/K   compile-time shape, or 0 to take the runtime argument
 //   kBlockM       64 (1 math warpgroup), 128 (2) or 256 (2, each computing two 64-row slabs
@@ -260,17 +269,21 @@ struct SlabCount {
 //                 or rows per group (masked: A/D [G * shape_m, .], SFA [G][K/128][align4]);
 //                 grouped_layout / num_groups / align_m feed the scheduler; d / ld_d are the
 //                 output for tiles with rows that must not be written. Unused for kNormal.
+//   kSfaFromGlobal  dense overlapped schedule only: SFA from `sfa_global` (tmap_sfa unused,
+//                 may be null), each thread loading its two rows' scales (and the SFB) one K
+//                 block ahead, instead of the TMA bringing them into the stage.
 // Block: 128 * (min(kBlockM / 64, 2) + 1) threads; dynamic smem: Fp8SmemLayout<...>::kDynamicBytes.
 template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
           uint32_t kStages, uint32_t kCluster, uint32_t kGroupN, bool kOverlapMma = false,
-          GemmType kGemmType = GemmType::kNormal>
+          GemmType kGemmType = GemmType::kNormal, bool kSfaFromGlobal = false>
 __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32_t shape_n, uint32_t shape_k,
                                                         const float* __restrict__ sfb,
                                                         const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
                                                         const CUtensorMap* tmap_sfa, const CUtensorMap* tmap_d,
                                                         const int* grouped_layout = nullptr,
                                                         uint32_t num_groups = 1, uint32_t align_m = 1,
-                                                        __nv_bfloat16* d = nullptr, uint32_t ld_d = 0) {
+                                                        __nv_bfloat16* d = nullptr, uint32_t ld_d = 0,
+                                                        SfaRowsGlobal sfa_global = {}) {
     using namespace sm90;
     constexpr uint32_t kNumMathWG = kBlockM == 64 ? 1 : 2;
     constexpr uint32_t kSlabs = kBlockM / 64 / kNumMathWG;  // 64-row wgmma slabs per warpgroup
@@ -281,6 +294,8 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "BLOCK_N: multiple of 16 in [16, 256]");
     static_assert(sm90_1d2d::kAtMostTwoSfbBlocks<kBlockN>, "a tile may span three SFB blocks");
     static_assert(!kOverlapMma || kBlockN <= 128, "two accumulators need BLOCK_N <= 128");
+    static_assert(!kSfaFromGlobal || (kOverlapMma && kGemmType == GemmType::kNormal),
+                  "scales from global memory: the dense overlapped schedule only");
     // m-grouped: the producer hands its tiles to the math warpgroups (tile slots), so the
     // schedule's layout reads and group walk stay off their path between two tiles. Dense
     // GEMMs measured slower that way (NOTES.md, session 8): their walk is a few integer
@@ -320,13 +335,16 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     extern __shared__ uint8_t smem_raw[];
     const Layout smem(smem_raw);
 
-    gemm_kernel_setup<Layout, kStages, kNumMathWG * 4, kCluster>(smem, kNumMathThreads, tmap_a, tmap_b, tmap_sfa, tmap_d);
+    if constexpr (kSfaFromGlobal)
+        gemm_kernel_setup<Layout, kStages, kNumMathWG * 4, kCluster>(smem, kNumMathThreads, tmap_a, tmap_b, tmap_d);
+    else
+        gemm_kernel_setup<Layout, kStages, kNumMathWG * 4, kCluster>(smem, kNumMathThreads, tmap_a, tmap_b, tmap_sfa, tmap_d);
 
     if (threadIdx.x >= kNumMathThreads) {
         // ---- TMA producer warpgroup ----
         ptx::setmaxnreg_dec<kProdRegs>();
         if (threadIdx.x == kNumMathThreads)
-            producer_loop<Layout, Scheduler, kBlockM, kBlockN, kStages, kCluster, false, kTileSlots>(
+            producer_loop<Layout, Scheduler, kBlockM, kBlockN, kStages, kCluster, false, kTileSlots, !kSfaFromGlobal>(
                 smem, Scheduler(m, n, grouped_layout, num_groups, align_m), num_k_blocks, tmap_a, tmap_b,
                 tmap_sfa, nullptr);
         __syncwarp();
@@ -462,9 +480,29 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                 // wgmmas into one accumulator (not waited for).
                 struct Scales { float sfa_lo, sfa_hi, sfb_0, sfb_1; };
                 PipeState<kStages> rel = pipe;
+                // kSfaFromGlobal: this thread's two rows of SFA (rows past M read row M - 1,
+                // whose scale then multiplies the zeros the TMA filled in). Every scale of
+                // K block kb + 1 is loaded while block kb is issued: at small M the loop is
+                // latency-bound and a global load waited for in the same block showed (1 x
+                // 2112 x 7168 measured 20.5 us against 16.7 with the scales in the stage).
+                const float* sfa_row_lo = nullptr;
+                const float* sfa_row_hi = nullptr;
+                Scales ahead{};
+                auto load_ahead = [&](uint32_t kb) {
+                    ahead = {__ldg(sfa_row_lo + kb * sfa_global.stride_k), __ldg(sfa_row_hi + kb * sfa_global.stride_k),
+                             __ldg(sfb_row0 + kb), __ldg(sfb_row1 + kb)};
+                };
+                if constexpr (kSfaFromGlobal) {
+                    sfa_row_lo = sfa_global.base + static_cast<size_t>(min(m0 + row_lo, m - 1)) * sfa_global.stride_m;
+                    sfa_row_hi = sfa_global.base + static_cast<size_t>(min(m0 + row_lo + 8, m - 1)) * sfa_global.stride_m;
+                    load_ahead(0);
+                }
                 auto issue = [&](uint32_t kb, float (&a)[kBlockN / 2], Scales& sc) {
                     const uint32_t s = pipe.stage;
-                    if (kEarlyNext && kb == 0) {
+                    if constexpr (kSfaFromGlobal) {
+                        sc = ahead;
+                        load_ahead(min(kb + 1, num_k_blocks - 1));
+                    } else if (kEarlyNext && kb == 0) {
                         sc.sfb_0 = first_sfb_0;
                         sc.sfb_1 = first_sfb_1;
                     } else {
@@ -473,8 +511,10 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                     }
                     ptx::mbar_wait(smem.full(s), pipe.phase);
                     DG_TILE_TRACE(if (kb == 0) trace_tile_stamp(trace_i, 1);)
-                    sc.sfa_lo = smem.sfa(s)[row_lo];
-                    sc.sfa_hi = smem.sfa(s)[row_lo + 8];
+                    if constexpr (!kSfaFromGlobal) {
+                        sc.sfa_lo = smem.sfa(s)[row_lo];
+                        sc.sfa_hi = smem.sfa(s)[row_lo + 8];
+                    }
                     mma_k_block_issue<kBlockN>(descs.a(s), descs.b(s), a);
                     pipe.advance();
                 };
