@@ -3,15 +3,16 @@
 Run once as is and once with DG_SM90_FP8_SFA_FROM_GLOBAL=0 (the knob is read once per
 process). Per shape, µs per call: GPU time (50 calls captured in a CUDA graph, replayed
 and timed with events: the kernels and the gaps between them, no host), and host time
-(3000 back-to-back calls, synchronised at the end), for per-token and prepared scales.
+(3000 back-to-back calls, synchronised at the end, median of 3 runs: the bench's
+host_time_per_call_us), for per-token and prepared scales.
 """
 import os
 import statistics
-import time
 
 import torch
 
 import deep_gemm
+from deep_gemm.bench import host_time_per_call_us
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
 
 SHAPES = [(m, n, k) for m in (1, 16, 64) for (n, k) in ((2112, 7168), (24576, 1536), (7168, 16384), (4096, 7168),
@@ -38,20 +39,6 @@ def gpu_us(fn, calls=50, reps=20):
     return statistics.median(times)
 
 
-def host_us(fn, calls=3000, runs=3):
-    for _ in range(100):
-        fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-        out.append((time.perf_counter() - t0) / calls * 1e6)
-    return statistics.median(out)
-
-
 def main():
     tag = "converted" if os.environ.get("DG_SM90_FP8_SFA_FROM_GLOBAL") == "0" else "as-given"
     print(f"per-token scales {tag}; columns: per-token gpu, prepared gpu, per-token host, prepared host (µs)")
@@ -64,7 +51,7 @@ def main():
         prepared = lambda p=prep, b=b, d=d: deep_gemm.fp8_gemm_nt(p, b, d)  # noqa: E731
         row = [gpu_us(per_token), gpu_us(prepared)]
         if (n, k) == (256, 512) or m == 16:
-            row += [host_us(per_token), host_us(prepared)]
+            row += [host_time_per_call_us(per_token, runs=3), host_time_per_call_us(prepared, runs=3)]
         print(f"{tag:9s} {m:>3} x {n:>5} x {k:>5}  " + "  ".join(f"{v:7.2f}" for v in row), flush=True)
 
 
