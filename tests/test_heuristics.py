@@ -90,3 +90,47 @@ def test_grouped_grids_are_not_balanced(configs):
             assert grid == min(sms, math.ceil(m / bm) * math.ceil(n / bn)), (m, n, k, sms, bm, bn, grid)
         elif kind == "masked":
             assert grid == sms, (m, n, k, sms, grid)
+
+
+SFA_DRIVER = r"""
+#include <cstdio>
+#include <utility>
+#include "sm90_fp8_gemm.hpp"
+using namespace deep_gemm::heuristics;
+int main() {
+  const std::pair<int, int> nks[] = {{2112, 7168}, {24576, 1536}, {256, 512}, {7168, 16384}};
+  for (int fp32 : {0, 1})
+    for (int m : {1, 16, 64, 65, 128})
+      for (const auto& [n, k] : nks) {
+        Sm90Fp8GemmConfig c = choose_sm90_fp8_gemm_config(m, n, k, 132, fp32 != 0);
+        const bool fits = sm90_fp8_sfa_from_global_fits(c, m);
+        Sm90Fp8GemmConfig pair = c;
+        pair.cluster = 2;
+        c.sfa_from_global = fits;
+        const bool takes_pointer = sm90_fp8_gemm_source(c, 0, n, k).find("const float* sfa,") != std::string::npos;
+        std::printf("%d %d %d %d %d %d %zu %d %d\n", fp32, m, n, k, int(c.mma_overlap), int(fits),
+                    sm90_fp8_gemm_tensor_maps(c, m, n, k).size(), int(takes_pointer),
+                    int(sm90_fp8_sfa_from_global_fits(pair, m)));
+      }
+}
+"""
+
+
+def test_per_token_scales_are_read_as_given_only_by_small_m_overlapped_bf16_kernels(tmp_path):
+    """M <= 64, bf16 out, overlapped schedule, cluster 1: the kernel takes the SFA pointer and
+    strides (no SFA tensor map); everything else keeps the TMA-loaded layout."""
+    if CXX is None or not HEURISTICS.exists():
+        pytest.skip("needs a host C++ compiler and the source tree")
+    (tmp_path / "sfa.cpp").write_text(SFA_DRIVER)
+    exe = tmp_path / "sfa"
+    build = subprocess.run([CXX, "-std=c++17", "-O1", f"-I{HEURISTICS.parent}", str(tmp_path / "sfa.cpp"), "-o", str(exe)],
+                           capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr[-3000:]
+    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = [tuple(map(int, line.split())) for line in out.stdout.splitlines()]
+    assert len(rows) == 40
+    for fp32, m, n, k, overlap, fits, maps, takes_pointer, pair_fits in rows:
+        assert fits == (not fp32 and m <= 64 and overlap == 1), (fp32, m, n, k)
+        assert maps == (3 if fits else 4) and takes_pointer == fits and pair_fits == 0, (fp32, m, n, k)
+    assert any(r[5] for r in rows) and any(r[1] <= 64 and not r[0] and not r[5] for r in rows)  # both kinds seen

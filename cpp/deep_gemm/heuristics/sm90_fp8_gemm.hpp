@@ -295,11 +295,15 @@ inline std::string trace_tiles_suffix() { return trace_tiles() ? "_trace" : ""; 
 // Per-token scales not in the TMA layout are normally converted by a small kernel into
 // fresh storage before the GEMM: an allocation and a launch per call, ~5 us of host time
 // that dominates a small-M call. Up to this M the dense 1D2D kernel instead reads them
-// where they are (each math thread its two rows, one K block at a time). The overlapped
+// where they are (each math thread its two rows, one K block ahead). The overlapped
 // schedule only (block_m <= 128, block_n <= 128): its loads sit before the stage wait.
+// Cluster 1 only (cluster pairs are a tuning knob here, and untested with it). Measured
+// on the H200 (NOTES.md, 2026-12-01 session 19): 1-3 us less GPU time per call in 13 of 15
+// small-M shapes, 2.8 us more at 1 x 2112 x 7168; the host time of prepared scales.
 constexpr int kSm90Fp8SfaFromGlobalMaxM = 64;
 inline bool sm90_fp8_sfa_from_global_fits(const Sm90Fp8GemmConfig& c, int m) {
-    return c.kind == Sm90Fp8Kind::k1D2D && c.gemm_type == 0 && c.mma_overlap && m <= kSm90Fp8SfaFromGlobalMaxM;
+    return c.kind == Sm90Fp8Kind::k1D2D && c.gemm_type == 0 && c.mma_overlap && c.cluster == 1 &&
+           m <= kSm90Fp8SfaFromGlobalMaxM;
 }
 
 // The JIT entry for `cfg`. compiled_{m,n,k}: a dimension baked into the kernel, or 0 for a
