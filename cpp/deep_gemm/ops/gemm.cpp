@@ -89,15 +89,16 @@ void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::opti
   // Per-token scales not in the TMA layout: the bf16 kernel may read them as given
   // (small M, see heuristics::sm90_fp8_sfa_from_global_fits); otherwise they are converted
   // into fresh storage by our layout kernel (a no-op when the caller prepared them).
-  p.sfa_from_global = !fp32_out && !is_mn_major_tma_aligned(sfa) && sfa.stride(0) < (int64_t(1) << 31) &&
+  const bool sfa_prepared = is_mn_major_tma_aligned(sfa);
+  p.sfa_from_global = !fp32_out && !sfa_prepared && sfa.stride(0) < (int64_t(1) << 31) &&
                       sfa.stride(1) < (int64_t(1) << 31);
   p.sfa_stride_m = static_cast<uint32_t>(sfa.stride(0));
   p.sfa_stride_k = static_cast<uint32_t>(sfa.stride(1));
   auto& launcher = launch::Sm90Fp8GemmLauncher::get();
   const auto& entry = launcher.prepare(p);
   Tensor sfa_k = sfa;  // keeps converted storage alive until the launch is enqueued
-  if (!entry.cfg.sfa_from_global) {
-    sfa_k = mn_major_tma_aligned_buffer(sfa, kOp);
+  if (!sfa_prepared && !entry.cfg.sfa_from_global) {
+    sfa_k = mn_major_tma_aligned_storage(sfa, kOp);
     p.sfa = sfa_k.data_ptr();
   }
   // A converted scale tensor is new storage, written by our layout kernel just before.
