@@ -195,11 +195,36 @@ def test_warmup_compiles_grouped_suite(tmp_path):
     # masked 944/1168 vs 740/987).
     m_grouped = [line for line in lines if "_mgc_" in line or "_mgm_" in line]
     assert len(m_grouped) == 4 and all("_b256x128_" in line for line in m_grouped), m_grouped
+    # They claim their tiles at run time ("_dt") unless DG_SM90_FP8_DYNAMIC_TILES=0.
+    assert all("_dt" in line.split()[-2] for line in m_grouped), m_grouped
     for line in lines:
         path = line.split()[-1]
         assert path.startswith(str(tmp_path))
         with open(path, "rb") as f:
             assert f.read(4) == b"\x7fELF"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"),
+                    reason="needs nvcc to compile")
+def test_dynamic_tiles_knob_reaches_the_kernels(tmp_path):
+    """DG_SM90_FP8_DYNAMIC_TILES=0 builds the static-stride m-grouped kernels (no "_dt"),
+    for every layout; a bad value fails loudly, naming the variable."""
+    build = ("import deep_gemm, torch\n"
+             "for layout, m, em in (('contiguous', 4096, 0), ('psum', 4096, 512), ('masked', 1024, 256)):\n"
+             "    print(torch.ops.deep_gemm.m_grouped_fp8_gemm_build(layout, m, 512, 512, 4, em, 132, 'nk')"
+             ".split()[0])\n")
+    env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path))
+    names = {}
+    for value in ("0", "1"):
+        out = subprocess.run([sys.executable, "-c", build], env=dict(env, DG_SM90_FP8_DYNAMIC_TILES=value),
+                             capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-2000:]
+        names[value] = out.stdout.split()
+    assert len(names["0"]) == 3 and not any(n.endswith("_dt") for n in names["0"]), names
+    assert names["1"] == [n + "_dt" for n in names["0"]], names
+    bad = subprocess.run([sys.executable, "-c", build], env=dict(env, DG_SM90_FP8_DYNAMIC_TILES="2"),
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0 and "DG_SM90_FP8_DYNAMIC_TILES must be 0 or 1" in bad.stderr, bad.stderr[-800:]
 
 
 # ---- correctness (GPU) -------------------------------------------------------------
@@ -510,6 +535,85 @@ def test_m_grouped_sfa_layouts_agree(kind):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["index", "psum", "masked"])
+def test_m_grouped_claimed_tiles_on_few_sms(kind):
+    """With 8 SMs every CTA claims several tiles at run time. Prepared scales (no
+    conversion kernel, so the op zeroes the claim counter itself), three calls in a row and
+    a CUDA graph replayed twice: a counter left over from an earlier call would skip tiles
+    and leave NaN rows."""
+    torch.manual_seed(23)
+    g, n, k = 4, 1024, 512
+    rows = [300, 0, 200, 450]
+    saved = deep_gemm.get_num_sms()
+    deep_gemm.set_num_sms(8)
+    try:
+        if kind == "masked":
+            max_m = 512
+            (a, sfa), b = _masked_data(g, max_m, n, k)
+            a_q = (a, deep_gemm.get_mn_major_tma_aligned_tensor(sfa))
+            masked_m = torch.tensor(rows, dtype=I32, device="cuda")
+            d = torch.full((g, max_m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+            run = lambda: masked(a_q, b, d, masked_m, 256)  # noqa: E731
+            check = lambda: _check_masked(d, (a, sfa), b, rows)  # noqa: E731
+        else:
+            starts, index = _contiguous_index(rows)
+            a, sfa = per_token_cast_to_fp8(torch.randn(len(index), k, device="cuda", dtype=torch.bfloat16),
+                                           use_ue8m0=False)
+            a_q = (a, deep_gemm.get_mn_major_tma_aligned_tensor(sfa))
+            b = _grouped_b(g, n, k)
+            if kind == "psum":
+                layout = torch.tensor([s + r for s, r in zip(starts, rows, strict=True)], dtype=I32, device="cuda")
+                run = lambda: contig(a_q, b, d, layout, use_psum_layout=True)  # noqa: E731
+            else:
+                layout = torch.tensor(index, dtype=I32, device="cuda")
+                run = lambda: contig(a_q, b, d, layout)  # noqa: E731
+            d = torch.full((len(index), n), float("nan"), device="cuda", dtype=torch.bfloat16)
+            a_deq = dequant_rows(a, sfa)
+
+            align = deep_gemm.get_mk_alignment_for_contiguous_layout()
+
+            def check():
+                for grp, (s0, r) in enumerate(zip(starts, rows, strict=True)):
+                    assert d[s0 + r: s0 + _align(r, align)].isnan().all(), f"group {grp}: padding rows written"
+                    if r:
+                        ref = a_deq[s0: s0 + r] @ dequant_blocks(b[0][grp], b[1][grp]).t()
+                        diff = calc_diff(d[s0: s0 + r], ref)
+                        assert diff < 1e-3, f"group {grp}: calc_diff {diff:.2e}"
+        for _ in range(3):
+            d.fill_(float("nan"))
+            run()
+            torch.cuda.synchronize()
+            check()
+        graph = torch.cuda.CUDAGraph()
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            with torch.cuda.graph(graph, stream=stream):
+                run()
+        for _ in range(2):
+            d.fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            check()
+    finally:
+        deep_gemm.set_num_sms(saved)
+
+
+@pytest.mark.gpu
+def test_static_tile_walk_still_correct():
+    """DG_SM90_FP8_DYNAMIC_TILES=0 (the static stride, kept for A/B runs) on the edge
+    layouts of the BLOCK_M 256 child below; a child process because the knob is read once
+    per process."""
+    child = os.path.join(os.path.dirname(__file__), "forced_block_m_child.py")
+    env = dict(os.environ, DG_SM90_FP8_BLOCK_M="256", DG_SM90_FP8_DYNAMIC_TILES="0")
+    out = subprocess.run([sys.executable, child], env=env, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout[-1500:] + out.stderr[-3000:]
+    assert len([x for x in out.stdout.splitlines() if x.startswith("CASE")]) == 8, out.stdout
+    loaded = [x for x in out.stdout.splitlines() if x.startswith("LOADED")][0].split()[1].split(",")
+    grouped = [name for name in loaded if "_mg" in name]
+    assert len(grouped) == 3 and not any("_dt" in name for name in grouped), loaded
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("block_m", [64, 128, 256])
 def test_forced_block_m_edge_layouts(block_m):
     """Each BLOCK_M on tiles that are only partly valid: dense M tails, contiguous groups
@@ -524,3 +628,6 @@ def test_forced_block_m_edge_layouts(block_m):
     assert len(cases) == 8, out.stdout
     chosen = [x for x in out.stderr.splitlines() if "-> block" in x]
     assert chosen and all(f"-> block {block_m}x" in x for x in chosen), "\n".join(chosen)
+    loaded = [x for x in out.stdout.splitlines() if x.startswith("LOADED")][0].split()[1].split(",")
+    grouped = [name for name in loaded if "_mg" in name]
+    assert len(grouped) == 3 and all(name.endswith("_dt") for name in grouped), loaded

@@ -72,6 +72,7 @@ struct Sm90Fp8GemmConfig {
     bool mma_overlap = false;    // 1D2D: promote block kb under block kb+1 (block_m <= 128, block_n <= 128)
     int gemm_type = 0;           // 1D2D: 0 dense, else an Sm90GroupedType (m-grouped MoE)
     bool sfa_from_global = false;  // dense 1D2D: per-token SFA read from global (sm90_fp8_sfa_from_global_fits)
+    bool dynamic_tiles = false;    // m-grouped 1D2D: tiles claimed from a per-call counter (tile_scheduler.cuh)
     double est_cycles = 0.0;     // model estimate used for the choice
 };
 
@@ -466,7 +467,8 @@ inline std::string sm90_fp8_grouped_source(const Sm90Fp8GemmConfig& c, int compi
                               std::to_string(compiled_k) + "u, " + std::to_string(c.block_m) + "u, " +
                               std::to_string(c.block_n) + "u, " + std::to_string(c.stages) + "u, 1u, " +
                               std::to_string(c.group_n) + "u, " + (c.mma_overlap ? "true" : "false") +
-                              ", deep_gemm::GemmType::" + sm90_grouped_type_name(c.gemm_type);
+                              ", deep_gemm::GemmType::" + sm90_grouped_type_name(c.gemm_type) +
+                              (c.dynamic_tiles ? ", false, true" : "");
     std::string s = trace_tiles_define();
     s += "#include <deep_gemm/impls/sm90_fp8_gemm_1d2d.cuh>\n\n";
     s += "extern \"C\" __global__ void __launch_bounds__(384, 1)\n";
@@ -474,9 +476,10 @@ inline std::string sm90_fp8_grouped_source(const Sm90Fp8GemmConfig& c, int compi
          "         uint32_t num_groups, uint32_t align_m, __nv_bfloat16* d, uint32_t ld_d,\n"
          "         const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,\n"
          "         const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_d" +
-         entry_params_close();
+         std::string(c.dynamic_tiles ? ",\n         int* tile_counter" : "") + entry_params_close();
     s += "    deep_gemm::sm90_fp8_gemm_1d2d_impl<" + targs + ">(\n"
-         "        m, n, k, sfb, &tmap_a, &tmap_b, &tmap_sfa, &tmap_d, grouped_layout, num_groups, align_m, d, ld_d);\n}\n";
+         "        m, n, k, sfb, &tmap_a, &tmap_b, &tmap_sfa, &tmap_d, grouped_layout, num_groups, align_m, d, ld_d" +
+         std::string(c.dynamic_tiles ? ", {}, tile_counter" : "") + ");\n}\n";
     return s;
 }
 
@@ -486,7 +489,7 @@ inline std::string sm90_fp8_grouped_name(const Sm90Fp8GemmConfig& c, int compile
     return std::string("sm90_fp8_1d2d_") + tags[t] + "_m" + std::to_string(compiled_m) + "n" +
            std::to_string(compiled_n) + "k" + std::to_string(compiled_k) + "_b" + std::to_string(c.block_m) + "x" +
            std::to_string(c.block_n) + "_s" + std::to_string(c.stages) + "_g" + std::to_string(c.group_n) +
-           (c.mma_overlap ? "_o" : "") + trace_tiles_suffix();
+           (c.mma_overlap ? "_o" : "") + (c.dynamic_tiles ? "_dt" : "") + trace_tiles_suffix();
 }
 
 // Tensor maps of a grouped launch, in argument order (a, b, sfa, d).

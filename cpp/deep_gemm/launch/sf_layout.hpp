@@ -19,6 +19,7 @@ struct MnMajorSfProblem {
   int64_t stride_g = 0, stride_mn = 0, stride_k = 0;
   int64_t out_ld = 0;  // align(mn, 4)
   const int* valid_rows = nullptr;  // device int32 [groups]: convert only rows below it (nullptr: all)
+  int* zero_word = nullptr;         // device int32 set to 0 by the kernel (nullptr: none)
   int device = 0;
 };
 
@@ -39,7 +40,7 @@ class MnMajorSfLauncher {
     lc.block[0] = 32;
     lc.block[1] = 8;
     deep_jit::launch(kernel(p.device), lc, p.in, p.out, static_cast<uint32_t>(p.mn), static_cast<uint32_t>(p.kb),
-                     p.stride_g, p.stride_mn, p.stride_k, static_cast<uint32_t>(p.out_ld), p.valid_rows);
+                     p.stride_g, p.stride_mn, p.stride_k, static_cast<uint32_t>(p.out_ld), p.valid_rows, p.zero_word);
   }
 
  private:
@@ -56,8 +57,9 @@ class MnMajorSfLauncher {
           "#include <deep_gemm/impls/sf_layout.cuh>\n\n"
           "extern \"C\" __global__ void __launch_bounds__(256)\n"
           "dg_entry(const float* in, float* out, uint32_t mn, uint32_t kb, int64_t stride_g, int64_t stride_mn,\n"
-          "         int64_t stride_k, uint32_t out_ld, const int* valid_rows) {\n"
-          "    deep_gemm::mn_major_sf_impl(in, out, mn, kb, stride_g, stride_mn, stride_k, out_ld, valid_rows);\n}\n",
+          "         int64_t stride_k, uint32_t out_ld, const int* valid_rows, int* zero_word) {\n"
+          "    deep_gemm::mn_major_sf_impl(in, out, mn, kb, stride_g, stride_mn, stride_k, out_ld, valid_rows,\n"
+          "                                zero_word);\n}\n",
           "dg_entry");
       kernels_[device].store(&deep_jit::Runtime::get().load(src, device), std::memory_order_release);
     }

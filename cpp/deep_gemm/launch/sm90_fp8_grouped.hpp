@@ -26,7 +26,23 @@ struct Sm90Fp8GroupedProblem {
   void* d = nullptr;
   uint64_t lda_bytes = 0, ldb_bytes = 0, ld_d = 0;
   bool after_own_kernel = false;  // as Sm90Fp8Problem::after_own_kernel
+  int* tile_counter = nullptr;    // with dynamic_tiles_enabled(): an int32 that is 0 at launch
 };
+
+// Whether the m-grouped GEMMs claim their tiles at run time from a per-call counter
+// instead of walking them with the static stride (tile_scheduler.cuh). On by default:
+// measured on the H200 (docs/NOTES.md, 2026-12-01 session 20) masked 6 x ~1024 2.6-4.8%
+// faster over three token distributions, masked 32 x ~192 0.3-1.1%, contiguous 4 x ~8192
+// 2.2-2.8% (index) and 1.8% (psum), 8 x ~4096 unchanged (index) and 1.1% (psum).
+// DG_SM90_FP8_DYNAMIC_TILES=0 restores the static stride (A/B). Read once per process.
+inline bool dynamic_tiles_enabled() {
+  static const bool value = [] {
+    const char* v = std::getenv("DG_SM90_FP8_DYNAMIC_TILES");
+    if (!v || !*v) return true;
+    return detail::env_int_knob("DG_SM90_FP8_DYNAMIC_TILES", [](int x) { return x == 0 || x == 1; }, "0 or 1") == 1;
+  }();
+  return value;
+}
 
 namespace detail {
 
@@ -47,8 +63,11 @@ struct GroupedKeyHash {
 inline h::Sm90Fp8GemmConfig choose_grouped_config(const GroupedKey& key, int max_smem) {
   for (const auto& c : h::rank_sm90_fp8_grouped_configs(key.gemm_type, key.m, key.groups, key.n, key.k, key.num_sms,
                                                         key.align_m, max_smem)) {
-    if (block_m_allowed(c) && c.block_m % key.mult_m == 0 && c.block_n % key.mult_n == 0)
-      return with_tuning_knobs(c);
+    if (block_m_allowed(c) && c.block_m % key.mult_m == 0 && c.block_n % key.mult_n == 0) {
+      auto chosen = with_tuning_knobs(c);
+      chosen.dynamic_tiles = dynamic_tiles_enabled();
+      return chosen;
+    }
   }
   throw std::runtime_error(deep_jit::detail::cat(
       "deep_gemm: no SM90 grouped FP8 GEMM configuration has BLOCK_M dividing the group alignment ", key.align_m,
@@ -138,8 +157,14 @@ class Sm90Fp8GroupedLauncher {
     const auto groups = static_cast<uint32_t>(p.num_groups), align_m = static_cast<uint32_t>(p.align_m);
     void* d = p.d;
     const auto ld_d = static_cast<uint32_t>(p.ld_d);
-    detail::launch_1d2d(*e.kernel, lc, m, n, k, sfb, layout, groups, align_m, d, ld_d, maps[0], maps[1], maps[2],
-                        maps[3]);
+    if (e.cfg.dynamic_tiles) {
+      check_arg(p.tile_counter != nullptr, "m_grouped_fp8_gemm", "internal: no tile counter for a kernel that claims its tiles");
+      detail::launch_1d2d(*e.kernel, lc, m, n, k, sfb, layout, groups, align_m, d, ld_d, maps[0], maps[1], maps[2],
+                          maps[3], p.tile_counter);
+    } else {
+      detail::launch_1d2d(*e.kernel, lc, m, n, k, sfb, layout, groups, align_m, d, ld_d, maps[0], maps[1], maps[2],
+                          maps[3]);
+    }
   }
 
   std::mutex mu_;

@@ -52,6 +52,25 @@ void check_grouped_b(const ArgChecker& chk, const Tensor& b, const Tensor& sfb, 
   check_arg(n * g < (int64_t(1) << 31), op, "G * N must be below 2^31, got ", g, " x ", n);
 }
 
+// The int32 in which a kernel that claims its tiles (launch::dynamic_tiles_enabled())
+// counts its claims, 0 at launch: fresh per call, so concurrent streams and CUDA graph
+// replays never share one. The scale layout kernel zeroes it when it runs before the GEMM
+// anyway (pass `ptr` to it); otherwise a fill does.
+struct TileCounter {
+  std::optional<Tensor> storage;  // not built when unused (a stable Tensor allocates a handle)
+  int* ptr = nullptr;
+  explicit TileCounter(const Tensor& like) {
+    if (!launch::dynamic_tiles_enabled()) return;
+    const int64_t one = 1;
+    storage = empty_on_device_of(like, &one, 1, aoti_torch_dtype_int32());
+    ptr = static_cast<int*>(storage->data_ptr());
+  }
+  // sfa_k: what mn_major_tma_aligned_buffer returned for sfa (sfa itself: no conversion ran).
+  void zero_unless_converted(const Tensor& sfa_k, const Tensor& sfa) {
+    if (ptr != nullptr && sfa_k.data_ptr() == sfa.data_ptr()) torch::stable::fill_(*storage, 0.0);
+  }
+};
+
 Tensor contiguous_sfb(const Tensor& sfb) { return sfb.is_contiguous() ? sfb : torch::stable::contiguous(sfb); }
 
 void m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, Tensor grouped_layout,
@@ -102,10 +121,13 @@ void m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb
 
   if (is_meta(d) || m == 0 || n == 0) return;
 
-  const Tensor sfa_k = mn_major_tma_aligned_buffer(sfa, op);
+  const auto type = use_psum_layout ? h::Sm90GroupedType::kContiguousPsum : h::Sm90GroupedType::kContiguous;
+  TileCounter counter(a);
+  const Tensor sfa_k = mn_major_tma_aligned_buffer(sfa, op, nullptr, counter.ptr);
+  counter.zero_unless_converted(sfa_k, sfa);
   const Tensor sfb_k = contiguous_sfb(sfb);
   launch::Sm90Fp8GroupedProblem p;
-  p.gemm_type = static_cast<int>(use_psum_layout ? h::Sm90GroupedType::kContiguousPsum : h::Sm90GroupedType::kContiguous);
+  p.gemm_type = static_cast<int>(type);
   set_gemm_operands(p, m, n, k, cd, a, b, sfa_k, sfb_k, d);
   p.layout = grouped_layout.data_ptr();
   p.num_groups = static_cast<int>(g);
@@ -116,6 +138,7 @@ void m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb
   p.groups_for_config = per_group ? p.num_groups : 1;
   p.align_m = static_cast<int>(align);
   p.after_own_kernel = sfa_k.data_ptr() != sfa.data_ptr();  // our layout kernel ran just before
+  p.tile_counter = counter.ptr;
   launch::Sm90Fp8GroupedLauncher::get().run(p, op);
 }
 
@@ -164,7 +187,9 @@ void m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Te
 
   // [G][K/128][align(max_m, 4)]; only rows < masked_m[g] are converted (read on the GPU,
   // so one CUDA graph still serves every masked_m): the GEMM stores no other rows.
-  const Tensor sfa_k = mn_major_tma_aligned_buffer(sfa, op, static_cast<const int*>(masked_m.data_ptr()));
+  TileCounter counter(a);
+  const Tensor sfa_k = mn_major_tma_aligned_buffer(sfa, op, static_cast<const int*>(masked_m.data_ptr()), counter.ptr);
+  counter.zero_unless_converted(sfa_k, sfa);
   const Tensor sfb_k = contiguous_sfb(sfb);
   launch::Sm90Fp8GroupedProblem p;
   p.gemm_type = static_cast<int>(h::Sm90GroupedType::kMasked);
@@ -175,6 +200,7 @@ void m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Te
   p.groups_for_config = p.num_groups;
   p.align_m = 1;
   p.after_own_kernel = sfa_k.data_ptr() != sfa.data_ptr();  // our layout kernel ran just before
+  p.tile_counter = counter.ptr;
   launch::Sm90Fp8GroupedLauncher::get().run(p, op);
 }
 

@@ -24,9 +24,9 @@ inline bool is_mn_major_tma_aligned(const Tensor& sf) {
 // device. Through the C shim's empty_strided (one unboxed call) rather than
 // torch::stable::new_empty, which at our target ABI (2.11) goes through the boxed dispatcher;
 // shape and strides stay on the stack: this runs on every GEMM call that converts its scales.
-inline Tensor empty_f32_on_device_of(const Tensor& sf, const int64_t* shape, int64_t ndim) {
+inline Tensor empty_on_device_of(const Tensor& sf, const int64_t* shape, int64_t ndim, int32_t dtype) {
   int64_t strides[3];
-  check_arg(ndim >= 1 && ndim <= 3, "empty_f32_on_device_of", "expected 1 to 3 dimensions, got ", ndim);
+  check_arg(ndim >= 1 && ndim <= 3, "empty_on_device_of", "expected 1 to 3 dimensions, got ", ndim);
   int64_t step = 1;
   for (int64_t i = ndim - 1; i >= 0; --i) {
     strides[i] = step;
@@ -35,9 +35,13 @@ inline Tensor empty_f32_on_device_of(const Tensor& sf, const int64_t* shape, int
   int32_t device_type = 0;
   STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_type(sf.get(), &device_type));
   AtenTensorHandle out = nullptr;
-  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(ndim, shape, strides, aoti_torch_dtype_float32(), device_type,
-                                                         sf.get_device_index(), &out));
+  STABLE_TORCH_ERROR_CODE_CHECK(
+      aoti_torch_empty_strided(ndim, shape, strides, dtype, device_type, sf.get_device_index(), &out));
   return Tensor(out);
+}
+
+inline Tensor empty_f32_on_device_of(const Tensor& sf, const int64_t* shape, int64_t ndim) {
+  return empty_on_device_of(sf, shape, ndim, aoti_torch_dtype_float32());
 }
 
 inline void check_sf(const Tensor& sf, const char* op) {
@@ -50,7 +54,9 @@ inline void check_sf(const Tensor& sf, const char* op) {
 // the layout kernel on the current stream. valid_rows (device int32 [g], nullptr: all rows):
 // only rows below valid_rows[g] of group g are converted, the rest is left unwritten
 // (see the impl; for the masked GEMM, which never stores those rows' results).
-inline Tensor mn_major_tma_aligned_storage(const Tensor& sf, const char* op, const int* valid_rows = nullptr) {
+// zero_word (device int32, nullptr: none): set to 0 by the layout kernel.
+inline Tensor mn_major_tma_aligned_storage(const Tensor& sf, const char* op, const int* valid_rows = nullptr,
+                                           int* zero_word = nullptr) {
   check_sf(sf, op);
   const bool batched = sf.dim() == 3;
   const int64_t g = batched ? sf.size(0) : 1, mn = sf.size(batched), kb = sf.size(batched + 1), pad = tma_align4(mn);
@@ -69,6 +75,7 @@ inline Tensor mn_major_tma_aligned_storage(const Tensor& sf, const char* op, con
   p.stride_k = sf.stride(batched + 1);
   p.out_ld = pad;
   p.valid_rows = valid_rows;
+  p.zero_word = zero_word;
   p.device = sf.get_device_index();
   launch::MnMajorSfLauncher::get().run(p);
   return storage;
@@ -84,10 +91,12 @@ inline Tensor mn_major_tma_aligned_copy(const Tensor& sf, const char* op) {
 
 // For the kernels, which only take the address: `sf` itself when it already has the
 // required layout, else the storage of a converted copy (no views built on the call path).
-// valid_rows: as for mn_major_tma_aligned_storage.
-inline Tensor mn_major_tma_aligned_buffer(const Tensor& sf, const char* op, const int* valid_rows = nullptr) {
+// valid_rows, zero_word: as for mn_major_tma_aligned_storage (zero_word is left alone when
+// no conversion runs: the caller can tell by the returned address).
+inline Tensor mn_major_tma_aligned_buffer(const Tensor& sf, const char* op, const int* valid_rows = nullptr,
+                                          int* zero_word = nullptr) {
   check_sf(sf, op);
-  return is_mn_major_tma_aligned(sf) ? sf : mn_major_tma_aligned_storage(sf, op, valid_rows);
+  return is_mn_major_tma_aligned(sf) ? sf : mn_major_tma_aligned_storage(sf, op, valid_rows, zero_word);
 }
 
 }  // namespace deep_gemm

@@ -182,6 +182,11 @@ __device__ __forceinline__ bool fetch_published_tile(const Layout& smem, const P
     return read_tile_slot(smem.tile_slot(pipe.stage), tile);
 }
 
+// Schedulers that claim their tiles at run time (TileScheduler's kDynamic) declare
+// kClaimsTiles = true; the others (dense, k-grouped) do not declare it.
+template <typename Scheduler>
+concept ClaimsTiles = Scheduler::kClaimsTiles;
+
 // The producer: one thread walks the tile sequence and keeps the ring full. A is loaded in
 // kCluster row slices so that a multicast tile and a local tile use the same tensor map
 // (box = kBlockM / kCluster rows).
@@ -234,6 +239,11 @@ __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sche
                                  static_cast<int32_t>(sched.sfa_y(tile, kb, num_k_blocks)));
             if constexpr (kLoadSfb)
                 ptx::tma_load_2d(smem.sfb(s), tmap_sfb, full, n0, static_cast<int32_t>(kb));
+            // Claimed tiles: the next one is claimed two K blocks before this tile's loads
+            // end, so the atomic's round trip runs under the remaining waits.
+            if constexpr (ClaimsTiles<Scheduler>) {
+                if (kb + 2 == num_k_blocks || (num_k_blocks == 1 && kb == 0)) sched.claim_next();
+            }
         }
     }
     if constexpr (kPublishTiles) {

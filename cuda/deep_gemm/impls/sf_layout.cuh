@@ -20,12 +20,17 @@ constexpr uint32_t kSfPerThread = kSfTile / kSfTileRows;  // elements each threa
 // masked_m here: it loads whole tiles of rows, but never stores the results of
 // rows >= masked_m, and each row's scale only reaches that row's results, so
 // the garbage there is harmless (and masked_m is never read on the host).
+// zero_word (nullptr: none): one int32 this kernel sets to 0 for the GEMM launched after
+// it (the masked GEMM's tile-claim counter), which then needs no fill of its own.
 __device__ __forceinline__ void mn_major_sf_impl(const float* in, float* out, uint32_t mn, uint32_t kb,
                                                  int64_t stride_g, int64_t stride_mn, int64_t stride_k,
-                                                 uint32_t out_ld, const int* valid_rows) {
+                                                 uint32_t out_ld, const int* valid_rows, int* zero_word) {
     // The GEMM launched right after this kernel (with programmatic dependent launch) may
     // start its setup now; it waits for this grid's writes before reading them.
     asm volatile("griddepcontrol.launch_dependents;");
+    if (zero_word != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x == 0 &&
+        threadIdx.y == 0)
+        *zero_word = 0;
     const uint32_t g = blockIdx.z;
     const uint32_t m0 = blockIdx.x * kSfTile, k0 = blockIdx.y * kSfTile;
     uint32_t write_end = out_ld;  // rows [0, write_end) are written

@@ -269,13 +269,16 @@ struct SfaRowsGlobal {
 //                 or rows per group (masked: A/D [G * shape_m, .], SFA [G][K/128][align4]);
 //                 grouped_layout / num_groups / align_m feed the scheduler; d / ld_d are the
 //                 output for tiles with rows that must not be written. Unused for kNormal.
+//   kDynamicTiles  m-grouped only: tiles after a CTA's first are claimed from `tile_counter`
+//                 (one int32, zero at launch) instead of the static stride (see
+//                 scheduler/tile_scheduler.cuh).
 //   kSfaFromGlobal  dense overlapped schedule only: SFA from `sfa_global` (tmap_sfa unused,
 //                 may be null), each thread loading its two rows' scales (and the SFB) one K
 //                 block ahead, instead of the TMA bringing them into the stage.
 // Block: 128 * (min(kBlockM / 64, 2) + 1) threads; dynamic smem: Fp8SmemLayout<...>::kDynamicBytes.
 template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
           uint32_t kStages, uint32_t kCluster, uint32_t kGroupN, bool kOverlapMma = false,
-          GemmType kGemmType = GemmType::kNormal, bool kSfaFromGlobal = false>
+          GemmType kGemmType = GemmType::kNormal, bool kSfaFromGlobal = false, bool kDynamicTiles = false>
 __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32_t shape_n, uint32_t shape_k,
                                                         const float* __restrict__ sfb,
                                                         const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
@@ -283,7 +286,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                                                         const int* grouped_layout = nullptr,
                                                         uint32_t num_groups = 1, uint32_t align_m = 1,
                                                         __nv_bfloat16* d = nullptr, uint32_t ld_d = 0,
-                                                        SfaRowsGlobal sfa_global = {}) {
+                                                        SfaRowsGlobal sfa_global = {}, int* tile_counter = nullptr) {
     using namespace sm90;
     constexpr uint32_t kNumMathWG = kBlockM == 64 ? 1 : 2;
     constexpr uint32_t kSlabs = kBlockM / 64 / kNumMathWG;  // 64-row wgmma slabs per warpgroup
@@ -302,7 +305,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     // operations, which the math warpgroups keep doing themselves.
     constexpr bool kTileSlots = kGemmType != GemmType::kNormal;
     using Layout = Fp8SmemLayout<kBlockM, kBlockN, kStages, false, kBlockM * kBlockN * 2, kTileSlots>;
-    using Scheduler = TileScheduler<kGemmType, kBlockM, kBlockN, kGroupN, kCluster>;
+    using Scheduler = TileScheduler<kGemmType, kBlockM, kBlockN, kGroupN, kCluster, kDynamicTiles>;
     // The group-walking schedulers (masked, psum) keep a cursor in the producer thread,
     // which spilled at 40 registers: give it 56 and the math warpgroups 224 (the same 64K
     // total: 128 * (168 - 56) == 256 * (224 - 168); setmaxnreg wants multiples of 8).
@@ -345,7 +348,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
         ptx::setmaxnreg_dec<kProdRegs>();
         if (threadIdx.x == kNumMathThreads)
             producer_loop<Layout, Scheduler, kBlockM, kBlockN, kStages, kCluster, false, kTileSlots, !kSfaFromGlobal>(
-                smem, Scheduler(m, n, grouped_layout, num_groups, align_m), num_k_blocks, tmap_a, tmap_b,
+                smem, Scheduler(m, n, grouped_layout, num_groups, align_m, tile_counter), num_k_blocks, tmap_a, tmap_b,
                 tmap_sfa, nullptr);
         __syncwarp();
     } else {

@@ -31,6 +31,15 @@
 // Masked and psum walk the groups in order: virtual tile t belongs to the group whose
 // cumulative tile count passes t. Each CTA's t only grows, so a cursor (group, tile base)
 // moves forward and each CTA reads each group's entry once. Nothing is read on the host.
+//
+// kDynamic (m-grouped only): a CTA's first tile is blockIdx.x, every later one is claimed
+// from a per-call counter (zeroed before the launch) a few K blocks before the CTA's current
+// tile ends: t = gridDim.x + atomicAdd(counter, 1). A group's last m-block computes only its
+// valid 64-row slabs, so tiles differ in cost, and the static stride then leaves some CTAs
+// a whole tile more to do than others. Claims still hand the tiles out in order, so the
+// tiles in flight at any time stay a window of the walk (L2 reuse of B and A). Only the
+// producer thread walks (the math warpgroups read its tile slots), and the claim is made
+// early enough for the atomic's round trip to finish under the current tile's loads.
 #pragma once
 #include <deep_gemm/common/utils.cuh>
 
@@ -96,7 +105,7 @@ __device__ __forceinline__ bool read_tile_slot(const TileSlot* slot, TileInfo& t
 }
 
 template <GemmType kGemmType, uint32_t kBlockM, uint32_t kBlockN, uint32_t kGroupN,
-          uint32_t kCluster>
+          uint32_t kCluster, bool kDynamic = false>
 struct TileScheduler {
     static constexpr bool kGrouped = kGemmType != GemmType::kNormal;
     static constexpr bool kWalkGroups =
@@ -104,6 +113,8 @@ struct TileScheduler {
     static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs");
     static_assert(!kGrouped || kCluster == 1, "the m-grouped variants run without clusters");
     static_assert(kCluster == 1 || kGroupN % 2 == 0, "cluster pairing needs an even group");
+    static_assert(!kDynamic || (kGrouped && kCluster == 1), "claimed tiles: the m-grouped walks only");
+    static constexpr bool kClaimsTiles = kDynamic;
 
     uint32_t num_m_blocks, num_n_blocks, num_tiles;
     uint32_t iter = 0;
@@ -116,12 +127,18 @@ struct TileScheduler {
     // bit 30 set: that half is uniform (see TileInfo).
     int pending_group = -1;
     static constexpr int kUniformBit = 1 << 30;
+    // kDynamic: the claim counter, and the tile claimed for after the current one (valid
+    // while has_claim).
+    int* tile_counter = nullptr;
+    uint32_t claimed = 0;
+    bool has_claim = false;
 
     // m: rows of A (M_sum; per group for masked). grouped_layout / groups / align: see above.
     __device__ __forceinline__ TileScheduler(uint32_t m, uint32_t n, const int* grouped_layout = nullptr,
-                                             uint32_t groups = 1, uint32_t align = 1)
+                                             uint32_t groups = 1, uint32_t align = 1, int* counter = nullptr)
         : num_m_blocks(ceil_div(m, kBlockM)), num_n_blocks(ceil_div(n, kBlockN)) {
         num_tiles = num_m_blocks * num_n_blocks;
+        if constexpr (kDynamic) tile_counter = counter;
         if constexpr (kGrouped) {
             layout = grouped_layout;
             shape_m = m;
@@ -175,7 +192,7 @@ struct TileScheduler {
                 return true;
             }
             while (true) {
-                const uint32_t t = blockIdx.x + (iter++) * gridDim.x;
+                const uint32_t t = take_tile();
                 if (t >= num_tiles) return false;
                 tile_coords(t, info.m_block, info.n_block);
                 const uint32_t m0 = info.m_block * kBlockM, end = min(m0 + kBlockM, shape_m);
@@ -204,7 +221,7 @@ struct TileScheduler {
                 return true;
             }
         } else if constexpr (kWalkGroups) {
-            const uint32_t t = blockIdx.x + (iter++) * gridDim.x;
+            const uint32_t t = take_tile();
             while (t >= cur_base + num_m_blocks * num_n_blocks) {
                 if (++cur_group >= num_groups) return false;
                 cur_base += num_m_blocks * num_n_blocks;
@@ -233,6 +250,34 @@ struct TileScheduler {
             }
         }
         return true;
+    }
+
+    // The index of this CTA's next tile in the walk: the static stride, or (kDynamic) the
+    // CTA's first tile, then the claimed one, or a claim made now (a skipped contiguous
+    // tile, whose loads made none).
+    __device__ __forceinline__ uint32_t take_tile() {
+        if constexpr (kDynamic) {
+            if (iter++ == 0) return blockIdx.x;
+            if (has_claim) {
+                has_claim = false;
+                return claimed;
+            }
+            return gridDim.x + static_cast<uint32_t>(atomicAdd(tile_counter, 1));
+        } else {
+            return blockIdx.x + (iter++) * gridDim.x;
+        }
+    }
+
+    // kDynamic: claims the tile after the current one, unless a claim is pending (a
+    // contiguous tile's second half takes no new index). Called by the producer during
+    // each tile's loads; the result is first read by the next take_tile().
+    __device__ __forceinline__ void claim_next() {
+        if constexpr (kDynamic) {
+            if (!has_claim) {
+                claimed = gridDim.x + static_cast<uint32_t>(atomicAdd(tile_counter, 1));
+                has_claim = true;
+            }
+        }
     }
 
     // ---- operand coordinates of a tile (for kNormal exactly the dense expressions) ----
