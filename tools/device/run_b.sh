@@ -3,11 +3,12 @@
 #   DG_TESTS="test_fp8_gemm.py test_grouped.py"  test files (default: all of tests/)
 #   DG_BENCH_SUITES="fp8 grouped"                 bench suites ("none" to skip)
 #   DG_SANITIZE=1                                 also compute-sanitizer memcheck of the new paths
+#   DG_TEST_TIMEOUT=420                           seconds for the tests (default 330)
 set -uo pipefail
 . "$(dirname "$0")/install_wheel.sh"
 cd tests
 echo "== GPU tests (nvcc)"
-timeout 330 python3 -m pytest -q -p no:cacheprovider -m gpu ${DG_TESTS:-} 2>&1 | tee "$OUT/pytest_nvcc.txt" | grep -E "passed|failed|FAILED|Error" | head -30
+timeout "${DG_TEST_TIMEOUT:-330}" python3 -m pytest -q -p no:cacheprovider -m gpu ${DG_TESTS:-} 2>&1 | tee "$OUT/pytest_nvcc.txt" | grep -E "passed|failed|FAILED|Error" | head -30
 cd ..
 echo "== SASS"
 for f in /tmp/dgcache/cache/*/kernel.cubin; do
