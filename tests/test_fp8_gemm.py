@@ -229,6 +229,40 @@ def test_fp8_gemm_small_m_per_token_scales_in_a_graph():
         assert calc_diff(d, _reference(a, b, fp32_out=False)) < 1e-3
 
 
+def _fill_shared_memory_with_nan():
+    """Leaves NaN operands in the SMs' shared memory: a large GEMM whose A is all 0x7F
+    (e4m3 NaN) stages NaN tiles in every pipeline slot of every SM."""
+    a = torch.full((4096, 2048), 0x7F, device="cuda", dtype=torch.uint8).view(torch.float8_e4m3fn)
+    sfa = torch.ones(4096, 16, device="cuda")
+    b, sfb = per_block_cast_to_fp8(torch.randn(7168, 2048, device="cuda", dtype=torch.bfloat16), use_ue8m0=False)
+    deep_gemm.fp8_gemm_nt((a, sfa), (b, sfb), torch.empty(4096, 7168, device="cuda", dtype=torch.bfloat16))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fp32_out", [False, True])
+@pytest.mark.parametrize("m", [1, 5, 9, 63, 100])
+def test_small_m_boxes_ignore_stale_shared_memory(m, fp32_out):
+    """At M < BLOCK_M the TMA loads only A's existing rows (rounded up to 8); the stage's
+    other rows hold whatever an earlier kernel left, here NaN. Those rows only reach outputs
+    past M, which are never stored: d and the memory around it stay exact."""
+    torch.manual_seed(m)
+    n, k = 2112, 7168
+    a, b = _quantized(m, n, k, fp32_out)
+    dtype = torch.float if fp32_out else torch.bfloat16
+    guard = 256
+    buf = torch.full((m * n + 2 * guard,), float("nan"), device="cuda", dtype=dtype)
+    d = buf[guard: guard + m * n].view(m, n)
+    _fill_shared_memory_with_nan()
+    if fp32_out:
+        deep_gemm.fp8_gemm_nt(a, b, d, recipe=(1, 1, 128))
+    else:
+        deep_gemm.fp8_gemm_nt(a, b, d)
+    torch.cuda.synchronize()
+    assert not d.isnan().any(), "NaN reached rows < M"
+    assert buf[:guard].isnan().all() and buf[guard + m * n:].isnan().all(), "wrote outside d"
+    assert calc_diff(d, _reference(a, b, fp32_out)) < 1e-3
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k", [(129, 2112, 7168), (4096, 7168, 2048), (7, 576, 7168)])
 def test_fp8_gemm_1d1d_accumulates(m, n, k):

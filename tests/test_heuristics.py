@@ -134,3 +134,43 @@ def test_per_token_scales_are_read_as_given_only_by_small_m_overlapped_bf16_kern
         assert fits == (not fp32 and m <= 64 and overlap == 1), (fp32, m, n, k)
         assert maps == (3 if fits else 4) and takes_pointer == fits and pair_fits == 0, (fp32, m, n, k)
     assert any(r[5] for r in rows) and any(r[1] <= 64 and not r[0] and not r[5] for r in rows)  # both kinds seen
+
+
+BOX_DRIVER = r"""
+#include <cstdio>
+#include "sm90_fp8_gemm.hpp"
+using namespace deep_gemm::heuristics;
+int main() {
+  for (int fp32 : {0, 1})
+    for (int m : {1, 7, 8, 9, 63, 64, 65, 100, 127, 128, 129, 4096})
+      for (int cluster : {1, 2}) {
+        Sm90Fp8GemmConfig c = choose_sm90_fp8_gemm_config(m, 4096, 7168, 132, fp32 != 0);
+        c.cluster = cluster;
+        const auto maps = sm90_fp8_gemm_tensor_maps(c, m, 4096, 7168);
+        std::printf("%d %d %d %d %u %u\n", fp32, m, cluster, c.block_m, maps[0].box_outer, maps[2].box_inner);
+      }
+}
+"""
+
+
+def test_small_m_boxes_cover_only_the_rows_that_exist(tmp_path):
+    """A dense GEMM whose M fits in one m-block (cluster 1) loads A rounded up to 8 rows and
+    SFA to 4 (the kernel expects that many bytes per stage); otherwise BLOCK_M (per CTA of a
+    cluster pair for A)."""
+    if CXX is None or not HEURISTICS.exists():
+        pytest.skip("needs a host C++ compiler and the source tree")
+    (tmp_path / "box.cpp").write_text(BOX_DRIVER)
+    exe = tmp_path / "box"
+    build = subprocess.run([CXX, "-std=c++17", "-O1", f"-I{HEURISTICS.parent}", str(tmp_path / "box.cpp"), "-o", str(exe)],
+                           capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr[-3000:]
+    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = [tuple(map(int, line.split())) for line in out.stdout.splitlines()]
+    assert len(rows) == 48
+    for fp32, m, cluster, block_m, a_rows, sfa_rows in rows:
+        if cluster == 1 and m < block_m:
+            assert (a_rows, sfa_rows) == (-(-m // 8) * 8, -(-m // 4) * 4), (fp32, m, cluster, block_m)
+        else:
+            assert (a_rows, sfa_rows) == (block_m // cluster, block_m), (fp32, m, cluster, block_m)
+    assert any(r[4] < r[3] for r in rows) and any(r[4] == r[3] for r in rows)  # both kinds seen

@@ -24,7 +24,9 @@
 //   Tensor maps: sm90_fp8_gemm_tensor_maps(cfg, m, n, k, ...) returns them in argument
 //   order; each maps to make_tensor_map_2d(base, dtype, inner, outer, outer_stride_bytes,
 //   box_inner, box_outer, swizzle). All use interleave none, L2 promotion 256B,
-//   OOB fill none (zeros), element strides 1.
+//   OOB fill none (zeros), element strides 1. At M < BLOCK_M (cluster 1) the A and SFA
+//   boxes cover only the rows that exist (sm90_fp8_dense_box_rows; the kernel expects
+//   that many bytes per stage).
 //
 //   Kernel arguments, in order:
 //   1D2D: (uint32 m, uint32 n, uint32 k, const float* sfb,
@@ -49,6 +51,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace deep_gemm::heuristics {
@@ -374,6 +377,15 @@ struct Sm90Fp8TensorMapSpec {
 
 // The tensor maps of a launch, in kernel-argument order (after the scalar arguments).
 // Pitches: lda/ldb in bytes (k for packed), ld_d in elements (n for packed).
+// Rows the A and SFA boxes of a dense GEMM cover: BLOCK_M, or, when M fits in one m-block
+// (cluster 1), the rows that exist (A rounded up to 8, SFA to 4). Mirrors dense_box_rows in
+// cuda/deep_gemm/common/sm90_fp8_core.cuh, whose comment says why.
+inline std::pair<uint32_t, uint32_t> sm90_fp8_dense_box_rows(const Sm90Fp8GemmConfig& c, int m) {
+    if (c.cluster == 1 && m < c.block_m)
+        return {static_cast<uint32_t>(sm90_fp8_align(m, 8)), static_cast<uint32_t>(sm90_fp8_align(m, 4))};
+    return {static_cast<uint32_t>(c.block_m / c.cluster), static_cast<uint32_t>(c.block_m)};
+}
+
 inline std::vector<Sm90Fp8TensorMapSpec> sm90_fp8_gemm_tensor_maps(const Sm90Fp8GemmConfig& c, int m, int n, int k,
                                                                    uint64_t lda_bytes = 0, uint64_t ldb_bytes = 0,
                                                                    uint64_t ld_d = 0) {
@@ -383,13 +395,14 @@ inline std::vector<Sm90Fp8TensorMapSpec> sm90_fp8_gemm_tensor_maps(const Sm90Fp8
     const uint64_t kb = static_cast<uint64_t>(k / 128);
     const uint64_t m_pad = static_cast<uint64_t>(sm90_fp8_align(m, 4));
     const uint64_t n_pad = static_cast<uint64_t>(sm90_fp8_align(n, 4));
+    const auto [a_rows, sfa_rows] = sm90_fp8_dense_box_rows(c, m);
     std::vector<Sm90Fp8TensorMapSpec> maps;
-    maps.push_back({"a", Sm90TmaDtype::kU8, static_cast<uint64_t>(k), static_cast<uint64_t>(m), lda_bytes, 128,
-                    static_cast<uint32_t>(c.block_m / c.cluster), 128});
+    maps.push_back({"a", Sm90TmaDtype::kU8, static_cast<uint64_t>(k), static_cast<uint64_t>(m), lda_bytes, 128, a_rows,
+                    128});
     maps.push_back({"b", Sm90TmaDtype::kU8, static_cast<uint64_t>(k), static_cast<uint64_t>(n), ldb_bytes, 128,
                     static_cast<uint32_t>(c.block_n), 128});
     if (!c.sfa_from_global)
-        maps.push_back({"sfa", Sm90TmaDtype::kF32, m_pad, kb, m_pad * 4, static_cast<uint32_t>(c.block_m), 1, 0});
+        maps.push_back({"sfa", Sm90TmaDtype::kF32, m_pad, kb, m_pad * 4, sfa_rows, 1, 0});
     if (c.kind == Sm90Fp8Kind::k1D1D) {
         maps.push_back({"sfb", Sm90TmaDtype::kF32, n_pad, kb, n_pad * 4, static_cast<uint32_t>(c.block_n), 1, 0});
     } else {

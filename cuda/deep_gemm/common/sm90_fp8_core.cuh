@@ -67,9 +67,12 @@ struct Fp8SmemLayout {
     static constexpr uint32_t kSlotOff = kBarOff + 2 * kStages * 8;  // 16-byte aligned
     static constexpr uint32_t kTotalBytes = kSlotOff + (kTileSlots ? kStages * sizeof(TileSlot) : 0u);
     static constexpr uint32_t kDynamicBytes = kTotalBytes + 1024;   // room to align the base
-    // Bytes the TMA delivers per stage (out-of-bounds fill counts as delivered).
-    static constexpr uint32_t kStageTxBytes =
-        kABytes + kBBytes + kBlockM * 4u + (kSfbInSmem ? kBlockN * 4u : 0u);
+    // Bytes the TMA delivers per stage (out-of-bounds fill counts as delivered) when its A
+    // and SFA boxes cover a_rows and sfa_rows rows (0: SFA not loaded by the TMA).
+    static __host__ __device__ constexpr uint32_t stage_tx_bytes(uint32_t a_rows, uint32_t sfa_rows) {
+        return a_rows * kBlockK + kBBytes + sfa_rows * 4u + (kSfbInSmem ? kBlockN * 4u : 0u);
+    }
+    static constexpr uint32_t kStageTxBytes = kABytes + kBBytes + kBlockM * 4u + (kSfbInSmem ? kBlockN * 4u : 0u);
 
     static_assert(kABytes % 1024 == 0 && kBBytes % 1024 == 0, "tiles must keep 1024-byte alignment");
     static_assert(kTotalBytes + 1024 <= 232448, "shared memory over the 227 KB per-block limit");
@@ -187,6 +190,23 @@ __device__ __forceinline__ bool fetch_published_tile(const Layout& smem, const P
 template <typename Scheduler>
 concept ClaimsTiles = Scheduler::kClaimsTiles;
 
+// Rows of A and of SFA that the TMA boxes of a dense GEMM's tile cover. A GEMM whose M fits
+// in one m-block (cluster 1) loads only the rows that exist, A rounded up to 8 rows (one
+// 128-byte swizzle atom) and SFA to 4 (16 bytes); the host encodes its boxes by the same
+// rule (heuristics: sm90_fp8_dense_box_rows). The stage's other rows keep stale data, which
+// reaches only accumulator rows >= M, and those are never stored. Boxes of BLOCK_M rows
+// that reach mostly past M ran up to 2.6x slower (1 x 7168 x 16384: 84.0 against 32.3 us
+// per call; NOTES.md, 2026-12-01 session 20): the out-of-bounds fill, not the rows that
+// exist, set the pace.
+struct BoxRows {
+    uint32_t a, sfa;
+};
+template <uint32_t kBlockM, uint32_t kCluster>
+__device__ __forceinline__ BoxRows dense_box_rows(uint32_t m) {
+    if (kCluster == 1 && m < kBlockM) return {align_up(m, 8u), align_up(m, 4u)};
+    return {kBlockM, kBlockM};
+}
+
 // The producer: one thread walks the tile sequence and keeps the ring full. A is loaded in
 // kCluster row slices so that a multicast tile and a local tile use the same tensor map
 // (box = kBlockM / kCluster rows).
@@ -196,11 +216,13 @@ concept ClaimsTiles = Scheduler::kClaimsTiles;
 // tile, the next stage carries only the end mark, completed by a plain arrive. The slot of
 // a stage is rewritten only after every math warp released the stage, which they do after
 // reading it. Needs num_k_blocks >= 1 (K > 0: the ops check it).
+// stage_tx_bytes: what the TMA delivers per stage (Layout::stage_tx_bytes of the boxes).
 template <typename Layout, typename Scheduler, uint32_t kBlockM, uint32_t kBlockN,
           uint32_t kStages, uint32_t kCluster, bool kLoadSfb, bool kPublishTiles = false, bool kLoadSfa = true>
 __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sched, uint32_t num_k_blocks,
                                               const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
-                                              const CUtensorMap* tmap_sfa, const CUtensorMap* tmap_sfb) {
+                                              const CUtensorMap* tmap_sfa, const CUtensorMap* tmap_sfb,
+                                              uint32_t stage_tx_bytes) {
     constexpr uint32_t kSliceM = kBlockM / kCluster;
     const uint32_t rank = kCluster > 1 ? ptx::cluster_cta_rank() : 0;
     PipeState<kStages> pipe;
@@ -219,9 +241,7 @@ __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sche
             if constexpr (kPublishTiles) {
                 if (kb == 0) write_tile_slot(smem.tile_slot(s), tile);
             }
-            // Without kLoadSfa (the math threads read the scales from global memory) the
-            // stage carries no SFA bytes.
-            ptx::mbar_arrive_expect_tx(full, Layout::kStageTxBytes - (kLoadSfa ? 0u : kBlockM * 4u));
+            ptx::mbar_arrive_expect_tx(full, stage_tx_bytes);
             const int32_t k0 = static_cast<int32_t>(kb * kBlockK);
             if (kCluster > 1 && tile.multicast_a) {
                 ptx::tma_load_2d_multicast(smem.a(s) + rank * kSliceM * kBlockK, tmap_a, full,

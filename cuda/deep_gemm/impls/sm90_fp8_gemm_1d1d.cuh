@@ -110,9 +110,11 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d1d_impl(uint32_t shape_m, uint32
 
     if (threadIdx.x >= kNumMathThreads) {
         ptx::setmaxnreg_dec<kProducerRegs>();
+        const BoxRows box = dense_box_rows<kBlockM, kCluster>(m);  // boxes cut at small M
         if (threadIdx.x == kNumMathThreads)
             producer_loop<Layout, Scheduler, kBlockM, kBlockN, kStages, kCluster, true>(
-                smem, Scheduler(m, n), num_k_blocks, tmap_a, tmap_b, tmap_sfa, tmap_sfb);
+                smem, Scheduler(m, n), num_k_blocks, tmap_a, tmap_b, tmap_sfa, tmap_sfb,
+                Layout::stage_tx_bytes(box.a, box.sfa));
         __syncwarp();
     } else {
         ptx::setmaxnreg_inc<kMathRegs>();

@@ -346,10 +346,15 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     if (threadIdx.x >= kNumMathThreads) {
         // ---- TMA producer warpgroup ----
         ptx::setmaxnreg_dec<kProdRegs>();
+        // Dense: boxes cut to the rows that exist at small M (dense_box_rows). Without the
+        // TMA's SFA (kSfaFromGlobal: the math threads read it) the stage carries no SFA bytes.
+        const BoxRows box = kGemmType == GemmType::kNormal ? dense_box_rows<kBlockM, kCluster>(m)
+                                                           : BoxRows{kBlockM, kBlockM};
+        const uint32_t tx = Layout::stage_tx_bytes(box.a, kSfaFromGlobal ? 0u : box.sfa);
         if (threadIdx.x == kNumMathThreads)
             producer_loop<Layout, Scheduler, kBlockM, kBlockN, kStages, kCluster, false, kTileSlots, !kSfaFromGlobal>(
                 smem, Scheduler(m, n, grouped_layout, num_groups, align_m, tile_counter), num_k_blocks, tmap_a, tmap_b,
-                tmap_sfa, nullptr);
+                tmap_sfa, nullptr, tx);
         __syncwarp();
     } else {
         // ---- math warpgroups ----
