@@ -143,20 +143,25 @@ using namespace deep_gemm::heuristics;
 int main() {
   for (int fp32 : {0, 1})
     for (int m : {1, 7, 8, 9, 63, 64, 65, 100, 127, 128, 129, 4096})
-      for (int cluster : {1, 2}) {
-        Sm90Fp8GemmConfig c = choose_sm90_fp8_gemm_config(m, 4096, 7168, 132, fp32 != 0);
-        c.cluster = cluster;
-        const auto maps = sm90_fp8_gemm_tensor_maps(c, m, 4096, 7168);
-        std::printf("%d %d %d %d %u %u\n", fp32, m, cluster, c.block_m, maps[0].box_outer, maps[2].box_inner);
-      }
+      for (int cluster : {1, 2})
+        for (const auto& c : rank_sm90_fp8_gemm_configs(m, 4096, 7168, 132, fp32 != 0, kSm90MaxSmemBytes, true)) {
+          if (c.cluster != cluster) continue;
+          const auto maps = sm90_fp8_gemm_tensor_maps(c, m, 4096, 7168);
+          const bool named = sm90_fp8_gemm_name(c, 0, 4096, 7168).find("_fm") != std::string::npos;
+          const bool templated = sm90_fp8_gemm_source(c, 0, 4096, 7168).find(fp32 ? "16u, true>" : "false, true>") !=
+                                 std::string::npos;
+          std::printf("%d %d %d %d %u %u %d %d\n", fp32, m, cluster, c.block_m, maps[0].box_outer, maps[2].box_inner,
+                      int(named), int(templated));
+          break;
+        }
 }
 """
 
 
 def test_small_m_boxes_cover_only_the_rows_that_exist(tmp_path):
     """A dense GEMM whose M fits in one m-block (cluster 1) loads A rounded up to 8 rows and
-    SFA to 4 (the kernel expects that many bytes per stage); otherwise BLOCK_M (per CTA of a
-    cluster pair for A)."""
+    SFA to 4, in a kernel of its own ("_fm", which expects that many bytes per stage);
+    otherwise BLOCK_M (per CTA of a cluster pair for A)."""
     if CXX is None or not HEURISTICS.exists():
         pytest.skip("needs a host C++ compiler and the source tree")
     (tmp_path / "box.cpp").write_text(BOX_DRIVER)
@@ -168,9 +173,11 @@ def test_small_m_boxes_cover_only_the_rows_that_exist(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     rows = [tuple(map(int, line.split())) for line in out.stdout.splitlines()]
     assert len(rows) == 48
-    for fp32, m, cluster, block_m, a_rows, sfa_rows in rows:
-        if cluster == 1 and m < block_m:
+    for fp32, m, cluster, block_m, a_rows, sfa_rows, named, templated in rows:
+        fit = cluster == 1 and m < block_m
+        if fit:
             assert (a_rows, sfa_rows) == (-(-m // 8) * 8, -(-m // 4) * 4), (fp32, m, cluster, block_m)
         else:
             assert (a_rows, sfa_rows) == (block_m // cluster, block_m), (fp32, m, cluster, block_m)
+        assert named == fit and templated == fit, (fp32, m, cluster, block_m)  # its own kernel ("_fm")
     assert any(r[4] < r[3] for r in rows) and any(r[4] == r[3] for r in rows)  # both kinds seen

@@ -76,6 +76,7 @@ struct Sm90Fp8GemmConfig {
     int gemm_type = 0;           // 1D2D: 0 dense, else an Sm90GroupedType (m-grouped MoE)
     bool sfa_from_global = false;  // dense 1D2D: per-token SFA read from global (sm90_fp8_sfa_from_global_fits)
     bool dynamic_tiles = false;    // m-grouped 1D2D: tiles claimed from a per-call counter (tile_scheduler.cuh)
+    bool fit_m = false;            // dense, cluster 1, M < block_m: A/SFA boxes of the rows that exist (sm90_fp8_dense_box_rows)
     double est_cycles = 0.0;     // model estimate used for the choice
 };
 
@@ -242,6 +243,8 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_gemm_configs(int m, int n, i
                 // 1D2D: promote block kb while block kb+1 runs (two accumulators, which fit
                 // for block_n <= 128). The v4 form is not serialised by ptxas (no C7514).
                 c.mma_overlap = kind == Sm90Fp8Kind::k1D2D && bm <= 128 && bn <= 128;
+                // One m-block: the TMA boxes cover only the rows that exist (sm90_fp8_dense_box_rows).
+                c.fit_m = cluster == 1 && m < bm;
                 int stages = sm90_fp8_max_stages(bm, bn);
                 while (stages > 2 && sm90_fp8_smem_bytes(kind, bm, bn, stages) > max_smem_bytes) --stages;
                 if (sm90_fp8_smem_bytes(kind, bm, bn, stages) > max_smem_bytes) continue;
@@ -321,7 +324,10 @@ inline std::string sm90_fp8_gemm_source(const Sm90Fp8GemmConfig& c, int compiled
                               std::to_string(c.block_n) + "u, " + std::to_string(c.stages) + "u, " +
                               std::to_string(c.cluster) + "u, " + std::to_string(c.group_n) + "u" +
                               (is_1d1d ? "" : c.mma_overlap ? ", true" : ", false") +
-                              (c.sfa_from_global ? ", deep_gemm::GemmType::kNormal, true" : "");
+                              (is_1d1d ? (c.fit_m ? ", true" : "")
+                               : c.fit_m ? std::string(", deep_gemm::GemmType::kNormal, ") +
+                                               (c.sfa_from_global ? "true" : "false") + ", false, true"
+                               : c.sfa_from_global ? ", deep_gemm::GemmType::kNormal, true" : "");
     std::string s = is_1d1d ? std::string() : trace_tiles_define();
     s += "#include <deep_gemm/impls/" + impl + ".cuh>\n\n";
     // The bound is always 384 threads: a fixed register cap at entry (168) that the
@@ -358,7 +364,7 @@ inline std::string sm90_fp8_gemm_name(const Sm90Fp8GemmConfig& c, int compiled_m
     return std::string(c.kind == Sm90Fp8Kind::k1D1D ? "sm90_fp8_1d1d" : "sm90_fp8_1d2d") + "_m" +
            std::to_string(compiled_m) + "n" + std::to_string(compiled_n) + "k" + std::to_string(compiled_k) +
            "_b" + std::to_string(c.block_m) + "x" + std::to_string(c.block_n) + "_s" + std::to_string(c.stages) +
-           "_c" + std::to_string(c.cluster) + "_g" + std::to_string(c.group_n) +
+           "_c" + std::to_string(c.cluster) + "_g" + std::to_string(c.group_n) + (c.fit_m ? "_fm" : "") +
            (c.mma_overlap ? "_o" : "") + (c.sfa_from_global ? "_sg" : "") +
            (c.kind == Sm90Fp8Kind::k1D1D ? "" : trace_tiles_suffix());
 }
@@ -377,12 +383,11 @@ struct Sm90Fp8TensorMapSpec {
 
 // The tensor maps of a launch, in kernel-argument order (after the scalar arguments).
 // Pitches: lda/ldb in bytes (k for packed), ld_d in elements (n for packed).
-// Rows the A and SFA boxes of a dense GEMM cover: BLOCK_M, or, when M fits in one m-block
-// (cluster 1), the rows that exist (A rounded up to 8, SFA to 4). Mirrors dense_box_rows in
+// Rows the A and SFA boxes of a dense GEMM cover: BLOCK_M (A: per CTA of a cluster pair),
+// or with cfg.fit_m the rows that exist (A rounded up to 8, SFA to 4). Mirrors box_rows in
 // cuda/deep_gemm/common/sm90_fp8_core.cuh, whose comment says why.
 inline std::pair<uint32_t, uint32_t> sm90_fp8_dense_box_rows(const Sm90Fp8GemmConfig& c, int m) {
-    if (c.cluster == 1 && m < c.block_m)
-        return {static_cast<uint32_t>(sm90_fp8_align(m, 8)), static_cast<uint32_t>(sm90_fp8_align(m, 4))};
+    if (c.fit_m) return {static_cast<uint32_t>(sm90_fp8_align(m, 8)), static_cast<uint32_t>(sm90_fp8_align(m, 4))};
     return {static_cast<uint32_t>(c.block_m / c.cluster), static_cast<uint32_t>(c.block_m)};
 }
 
@@ -452,6 +457,7 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_grouped_configs(int gemm_typ
         if (gemm_type != static_cast<int>(Sm90GroupedType::kMasked) && align_m % std::min(c.block_m, 128) != 0)
             continue;
         c.gemm_type = gemm_type;
+        c.fit_m = false;  // m-grouped tiles keep BLOCK_M boxes (their m is not one GEMM's rows)
         if (gemm_type != static_cast<int>(Sm90GroupedType::kContiguous)) c.grid_x = num_sms;
         // The contiguous index layout walks M_sum like one tall GEMM: a 32-wide scheduler
         // group re-reads A from DRAM half as often as 16 and measured 1-2% faster on 8 x

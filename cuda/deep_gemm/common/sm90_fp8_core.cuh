@@ -190,21 +190,23 @@ __device__ __forceinline__ bool fetch_published_tile(const Layout& smem, const P
 template <typename Scheduler>
 concept ClaimsTiles = Scheduler::kClaimsTiles;
 
-// Rows of A and of SFA that the TMA boxes of a dense GEMM's tile cover. A GEMM whose M fits
-// in one m-block (cluster 1) loads only the rows that exist, A rounded up to 8 rows (one
-// 128-byte swizzle atom) and SFA to 4 (16 bytes); the host encodes its boxes by the same
-// rule (heuristics: sm90_fp8_dense_box_rows). The stage's other rows keep stale data, which
-// reaches only accumulator rows >= M, and those are never stored. Boxes of BLOCK_M rows
-// that reach mostly past M ran up to 2.6x slower (1 x 7168 x 16384: 84.0 against 32.3 us
-// per call; NOTES.md, 2026-12-01 session 20): the out-of-bounds fill, not the rows that
-// exist, set the pace.
+// Rows of A and of SFA that the TMA boxes of a tile cover: BLOCK_M, or with kFitM (a dense
+// GEMM whose M fits in one m-block, cluster 1) only the rows that exist, A rounded up to 8
+// rows (one 128-byte swizzle atom) and SFA to 4 (16 bytes); the host encodes its boxes by
+// the same rule (heuristics: sm90_fp8_dense_box_rows). The stage's other rows keep stale
+// data, which reaches only accumulator rows >= M, and those are never stored. Boxes of
+// BLOCK_M rows that reach mostly past M ran up to 2.6x slower (1 x 7168 x 16384: 84.0
+// against 32.3 us per call; NOTES.md, 2026-12-01 session 20): the out-of-bounds fill, not
+// the rows that exist, set the pace. A template flag, so that every other kernel keeps its
+// code (a runtime choice here moved ptxas' register allocation and cost 4096 x 2112 x 7168
+// 8.5%).
 struct BoxRows {
     uint32_t a, sfa;
 };
-template <uint32_t kBlockM, uint32_t kCluster>
-__device__ __forceinline__ BoxRows dense_box_rows(uint32_t m) {
-    if (kCluster == 1 && m < kBlockM) return {align_up(m, 8u), align_up(m, 4u)};
-    return {kBlockM, kBlockM};
+template <bool kFitM, uint32_t kBlockM>
+__device__ __forceinline__ BoxRows box_rows(uint32_t m) {
+    if constexpr (kFitM) return {align_up(m, 8u), align_up(m, 4u)};
+    else return {kBlockM, kBlockM};
 }
 
 // The producer: one thread walks the tile sequence and keeps the ring full. A is loaded in

@@ -83,7 +83,7 @@ __device__ __forceinline__ void store_tile(const float (&result)[kBlockN / 2], f
 
 // Template parameters as in sm90_fp8_gemm_1d2d_impl.
 template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
-          uint32_t kStages, uint32_t kCluster, uint32_t kGroupN>
+          uint32_t kStages, uint32_t kCluster, uint32_t kGroupN, bool kFitM = false>
 __device__ __forceinline__ void sm90_fp8_gemm_1d1d_impl(uint32_t shape_m, uint32_t shape_n, uint32_t shape_k,
                                                         const float* c, float* d, uint32_t ld_d,
                                                         const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
@@ -94,6 +94,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d1d_impl(uint32_t shape_m, uint32
     static_assert(register_budgets_fit(kNumMathThreads, kProducerRegs, kMathRegs), "setmaxnreg budgets over the entry allocation");
     static_assert(kBlockM == 64 || kBlockM == 128, "BLOCK_M is 64 or 128");
     static_assert(kBlockN % 8 == 0 && kBlockN >= 8 && kBlockN <= 256, "BLOCK_N: multiple of 8 in [8, 256]");
+    static_assert(!kFitM || kCluster == 1, "boxes fit to M: cluster 1");
     using Layout = Fp8SmemLayout<kBlockM, kBlockN, kStages, true, 0>;
     using Scheduler = TileScheduler<GemmType::kNormal, kBlockM, kBlockN, kGroupN, kCluster>;
 
@@ -110,7 +111,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d1d_impl(uint32_t shape_m, uint32
 
     if (threadIdx.x >= kNumMathThreads) {
         ptx::setmaxnreg_dec<kProducerRegs>();
-        const BoxRows box = dense_box_rows<kBlockM, kCluster>(m);  // boxes cut at small M
+        const BoxRows box = box_rows<kFitM, kBlockM>(m);
         if (threadIdx.x == kNumMathThreads)
             producer_loop<Layout, Scheduler, kBlockM, kBlockN, kStages, kCluster, true>(
                 smem, Scheduler(m, n), num_k_blocks, tmap_a, tmap_b, tmap_sfa, tmap_sfb,

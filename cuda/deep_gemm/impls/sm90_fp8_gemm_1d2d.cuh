@@ -272,13 +272,16 @@ struct SfaRowsGlobal {
 //   kDynamicTiles  m-grouped only: tiles after a CTA's first are claimed from `tile_counter`
 //                 (one int32, zero at launch) instead of the static stride (see
 //                 scheduler/tile_scheduler.cuh).
+//   kFitM         dense, cluster 1, M < BLOCK_M: the A and SFA boxes cover only the rows
+//                 that exist (box_rows in common/sm90_fp8_core.cuh).
 //   kSfaFromGlobal  dense overlapped schedule only: SFA from `sfa_global` (tmap_sfa unused,
 //                 may be null), each thread loading its two rows' scales (and the SFB) one K
 //                 block ahead, instead of the TMA bringing them into the stage.
 // Block: 128 * (min(kBlockM / 64, 2) + 1) threads; dynamic smem: Fp8SmemLayout<...>::kDynamicBytes.
 template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
           uint32_t kStages, uint32_t kCluster, uint32_t kGroupN, bool kOverlapMma = false,
-          GemmType kGemmType = GemmType::kNormal, bool kSfaFromGlobal = false, bool kDynamicTiles = false>
+          GemmType kGemmType = GemmType::kNormal, bool kSfaFromGlobal = false, bool kDynamicTiles = false,
+          bool kFitM = false>
 __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32_t shape_n, uint32_t shape_k,
                                                         const float* __restrict__ sfb,
                                                         const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
@@ -299,6 +302,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     static_assert(!kOverlapMma || kBlockN <= 128, "two accumulators need BLOCK_N <= 128");
     static_assert(!kSfaFromGlobal || (kOverlapMma && kGemmType == GemmType::kNormal),
                   "scales from global memory: the dense overlapped schedule only");
+    static_assert(!kFitM || (kGemmType == GemmType::kNormal && kCluster == 1), "boxes fit to M: dense, cluster 1");
     // m-grouped: the producer hands its tiles to the math warpgroups (tile slots), so the
     // schedule's layout reads and group walk stay off their path between two tiles. Dense
     // GEMMs measured slower that way (NOTES.md, session 8): their walk is a few integer
@@ -346,10 +350,9 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     if (threadIdx.x >= kNumMathThreads) {
         // ---- TMA producer warpgroup ----
         ptx::setmaxnreg_dec<kProdRegs>();
-        // Dense: boxes cut to the rows that exist at small M (dense_box_rows). Without the
-        // TMA's SFA (kSfaFromGlobal: the math threads read it) the stage carries no SFA bytes.
-        const BoxRows box = kGemmType == GemmType::kNormal ? dense_box_rows<kBlockM, kCluster>(m)
-                                                           : BoxRows{kBlockM, kBlockM};
+        // Without the TMA's SFA (kSfaFromGlobal: the math threads read it) the stage carries
+        // no SFA bytes.
+        const BoxRows box = box_rows<kFitM, kBlockM>(m);
         const uint32_t tx = Layout::stage_tx_bytes(box.a, kSfaFromGlobal ? 0u : box.sfa);
         if (threadIdx.x == kNumMathThreads)
             producer_loop<Layout, Scheduler, kBlockM, kBlockN, kStages, kCluster, false, kTileSlots, !kSfaFromGlobal>(
