@@ -41,7 +41,7 @@ def _launcher_source() -> str:
 def test_launcher_entry_takes_valid_rows():
     src = _launcher_source()
     assert "#include <deep_gemm/impls/sf_layout.cuh>" in src and "__launch_bounds__(256)" in src
-    assert "const int* valid_rows" in src and "out_ld, valid_rows);" in src
+    assert "const int* valid_rows" in src and "int* zero_word" in src and "out_ld, valid_rows," in src
     # The block the launcher launches is the one the entry is bounded for.
     text = LAUNCHER.read_text()
     assert "lc.block[0] = 32;" in text and "lc.block[1] = 8;" in text
@@ -118,6 +118,9 @@ static int run_case(const Case& c, std::mt19937& rng, int index) {
   const uint32_t out_ld = (c.mn + 3) / 4 * 4;
   const float kSentinel = -1.0f;
   std::vector<float> out(size_t(c.g) * c.kb * out_ld, kSentinel);
+  // Every other case also hands the kernel a word to zero (the m-grouped GEMMs' tile counter).
+  int word = 12345;
+  int* zero_word = index % 2 ? &word : nullptr;
   for (uint32_t z = 0; z < uint32_t(c.g); ++z)
     for (uint32_t y = 0; y < uint32_t(c.kb + 31) / 32; ++y)
       for (uint32_t x = 0; x < (out_ld + 31) / 32; ++x) {
@@ -129,11 +132,12 @@ static int run_case(const Case& c, std::mt19937& rng, int index) {
           threads.emplace_back([&, t] {
             threadIdx = {t % 32, t / 32, 0};
             deep_gemm::mn_major_sf_impl(in.data(), out.data(), c.mn, c.kb, sg, smn, sk, out_ld,
-                                        c.masked ? valid.data() : nullptr);
+                                        c.masked ? valid.data() : nullptr, zero_word);
           });
         for (auto& t : threads) t.join();
       }
   int bad = 0;
+  if (word != (zero_word ? 0 : 12345) && bad++ < 5) std::printf("case %d: zero_word holds %d\n", index, word);
   for (int g = 0; g < c.g; ++g) {
     const int v = c.masked ? std::min(std::max(valid[g], 0), c.mn) : c.mn;
     const int written = v == c.mn ? int(out_ld) : v;  // a cut-short group leaves its pad rows too
