@@ -39,24 +39,29 @@ int main() {
 """
 
 
-@pytest.fixture(scope="module")
-def configs(tmp_path_factory) -> list[tuple]:
+def _run_driver(tmp: Path, name: str, source: str, stdin: str | None = None) -> str:
+    """Compiles a C++ driver of the heuristics header and returns what it prints."""
     if CXX is None or not HEURISTICS.exists():
         pytest.skip("needs a host C++ compiler and the source tree")
-    tmp = tmp_path_factory.mktemp("heuristics")
-    (tmp / "driver.cpp").write_text(DRIVER)
-    exe = tmp / "driver"
-    build = subprocess.run([CXX, "-std=c++17", "-O1", f"-I{HEURISTICS.parent}", str(tmp / "driver.cpp"), "-o", str(exe)],
+    (tmp / f"{name}.cpp").write_text(source)
+    exe = tmp / name
+    build = subprocess.run([CXX, "-std=c++17", "-O1", f"-I{HEURISTICS.parent}", str(tmp / f"{name}.cpp"), "-o", str(exe)],
                            capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr[-3000:]
+    out = subprocess.run([str(exe)], input=stdin, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout
+
+
+@pytest.fixture(scope="module")
+def configs(tmp_path_factory) -> list[tuple]:
     queries = [f"dense {m} {n} {k} {s} {f}" for m, n, k in DENSE for s in SMS for f in (0, 1)]
     queries += [f"contiguous {m} {n} {k} {s} 0" for m in (34048, 34304, 4096, 640) for n, k in ((7168, 2048), (4096, 7168))
                 for s in SMS]
     queries += [f"masked {m} 7168 3072 {s} 0" for m in (256, 1024, 4096) for s in SMS]
-    out = subprocess.run([str(exe)], input="\n".join(queries) + "\n", capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-3000:]
+    stdout = _run_driver(tmp_path_factory.mktemp("heuristics"), "driver", DRIVER, "\n".join(queries) + "\n")
     rows = []
-    for line in out.stdout.splitlines():
+    for line in stdout.splitlines():
         kind, *nums = line.split()
         rows.append((kind, *map(int, nums)))
     assert len(rows) == len(queries)
@@ -119,16 +124,7 @@ int main() {
 def test_per_token_scales_are_read_as_given_only_by_small_m_overlapped_bf16_kernels(tmp_path):
     """M <= 64, bf16 out, overlapped schedule, cluster 1: the kernel takes the SFA pointer and
     strides (no SFA tensor map); everything else keeps the TMA-loaded layout."""
-    if CXX is None or not HEURISTICS.exists():
-        pytest.skip("needs a host C++ compiler and the source tree")
-    (tmp_path / "sfa.cpp").write_text(SFA_DRIVER)
-    exe = tmp_path / "sfa"
-    build = subprocess.run([CXX, "-std=c++17", "-O1", f"-I{HEURISTICS.parent}", str(tmp_path / "sfa.cpp"), "-o", str(exe)],
-                           capture_output=True, text=True, timeout=300)
-    assert build.returncode == 0, build.stderr[-3000:]
-    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr[-2000:]
-    rows = [tuple(map(int, line.split())) for line in out.stdout.splitlines()]
+    rows = [tuple(map(int, line.split())) for line in _run_driver(tmp_path, "sfa", SFA_DRIVER).splitlines()]
     assert len(rows) == 40
     for fp32, m, n, k, overlap, fits, maps, takes_pointer, pair_fits in rows:
         assert fits == (not fp32 and m <= 64 and overlap == 1), (fp32, m, n, k)
@@ -162,16 +158,7 @@ def test_small_m_boxes_cover_only_the_rows_that_exist(tmp_path):
     """A dense GEMM whose M fits in one m-block (cluster 1) loads A rounded up to 8 rows and
     SFA to 4, in a kernel of its own ("_fm", which expects that many bytes per stage);
     otherwise BLOCK_M (per CTA of a cluster pair for A)."""
-    if CXX is None or not HEURISTICS.exists():
-        pytest.skip("needs a host C++ compiler and the source tree")
-    (tmp_path / "box.cpp").write_text(BOX_DRIVER)
-    exe = tmp_path / "box"
-    build = subprocess.run([CXX, "-std=c++17", "-O1", f"-I{HEURISTICS.parent}", str(tmp_path / "box.cpp"), "-o", str(exe)],
-                           capture_output=True, text=True, timeout=300)
-    assert build.returncode == 0, build.stderr[-3000:]
-    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr[-2000:]
-    rows = [tuple(map(int, line.split())) for line in out.stdout.splitlines()]
+    rows = [tuple(map(int, line.split())) for line in _run_driver(tmp_path, "box", BOX_DRIVER).splitlines()]
     assert len(rows) == 48
     for fp32, m, cluster, block_m, a_rows, sfa_rows, named, templated in rows:
         fit = cluster == 1 and m < block_m
