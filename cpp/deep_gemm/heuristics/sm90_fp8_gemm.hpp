@@ -381,8 +381,6 @@ struct Sm90Fp8TensorMapSpec {
     int swizzle_bytes;            // 0 (none), 32, 64 or 128
 };
 
-// The tensor maps of a launch, in kernel-argument order (after the scalar arguments).
-// Pitches: lda/ldb in bytes (k for packed), ld_d in elements (n for packed).
 // Rows the A and SFA boxes of a dense GEMM cover: BLOCK_M (A: per CTA of a cluster pair),
 // or with cfg.fit_m the rows that exist (A rounded up to 8, SFA to 4). Mirrors box_rows in
 // cuda/deep_gemm/common/sm90_fp8_core.cuh, whose comment says why.
@@ -391,6 +389,8 @@ inline std::pair<uint32_t, uint32_t> sm90_fp8_dense_box_rows(const Sm90Fp8GemmCo
     return {static_cast<uint32_t>(c.block_m / c.cluster), static_cast<uint32_t>(c.block_m)};
 }
 
+// The tensor maps of a launch, in kernel-argument order (after the scalar arguments).
+// Pitches: lda/ldb in bytes (k for packed), ld_d in elements (n for packed).
 inline std::vector<Sm90Fp8TensorMapSpec> sm90_fp8_gemm_tensor_maps(const Sm90Fp8GemmConfig& c, int m, int n, int k,
                                                                    uint64_t lda_bytes = 0, uint64_t ldb_bytes = 0,
                                                                    uint64_t ld_d = 0) {

@@ -21,7 +21,7 @@ constexpr uint32_t kSfPerThread = kSfTile / kSfTileRows;  // elements each threa
 // rows >= masked_m, and each row's scale only reaches that row's results, so
 // the garbage there is harmless (and masked_m is never read on the host).
 // zero_word (nullptr: none): one int32 this kernel sets to 0 for the GEMM launched after
-// it (the masked GEMM's tile-claim counter), which then needs no fill of its own.
+// it (the m-grouped GEMMs' tile-claim counter), which then needs no fill of its own.
 __device__ __forceinline__ void mn_major_sf_impl(const float* in, float* out, uint32_t mn, uint32_t kb,
                                                  int64_t stride_g, int64_t stride_mn, int64_t stride_k,
                                                  uint32_t out_ld, const int* valid_rows, int* zero_word) {
