@@ -12,31 +12,12 @@ DG_PRINT_CONFIGS=1 the chosen tiles go to stderr.
 import os
 
 import torch
+from small_m_sfa import gpu_us  # this script's folder is on sys.path when run as a script
 
 import deep_gemm
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
 
 SHAPES = [(m, n, k) for m in (48, 65, 96, 127, 129, 192) for (n, k) in ((2112, 7168), (7168, 2048), (4096, 7168))]
-
-
-def gpu_us(fn, calls=50, reps=20):
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        fn()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=stream):
-            for _ in range(calls):
-                fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1000 / calls)
-    return sorted(times)[len(times) // 2]
 
 
 def main():
