@@ -72,7 +72,6 @@ struct Fp8SmemLayout {
     static __host__ __device__ constexpr uint32_t stage_tx_bytes(uint32_t a_rows, uint32_t sfa_rows) {
         return a_rows * kBlockK + kBBytes + sfa_rows * 4u + (kSfbInSmem ? kBlockN * 4u : 0u);
     }
-    static constexpr uint32_t kStageTxBytes = kABytes + kBBytes + kBlockM * 4u + (kSfbInSmem ? kBlockN * 4u : 0u);
 
     static_assert(kABytes % 1024 == 0 && kBBytes % 1024 == 0, "tiles must keep 1024-byte alignment");
     static_assert(kTotalBytes + 1024 <= 232448, "shared memory over the 227 KB per-block limit");

@@ -115,7 +115,7 @@ __device__ __forceinline__ void sm90_fp8_k_grouped_impl(uint32_t shape_m, uint32
                     const uint32_t s = pipe.stage;
                     ptx::mbar_wait_watchdog(smem.empty(s), pipe.phase ^ 1u);
                     uint64_t* full = smem.full(s);
-                    ptx::mbar_arrive_expect_tx(full, Layout::kStageTxBytes);
+                    ptx::mbar_arrive_expect_tx(full, Layout::stage_tx_bytes(kBlockM, kBlockM));
                     const int32_t k0 = static_cast<int32_t>(kb * kBlockK);
                     ptx::tma_load_2d(smem.a(s), tmap_a, full, k0, m0);
                     ptx::tma_load_2d(smem.b(s), tmap_b, full, k0, n0);
