@@ -240,11 +240,13 @@ def _fill_shared_memory_with_nan():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("fp32_out", [False, True])
-@pytest.mark.parametrize("m", [1, 5, 9, 63, 100])
-def test_small_m_boxes_ignore_stale_shared_memory(m, fp32_out):
-    """At M < BLOCK_M the TMA loads only A's existing rows (rounded up to 8); the stage's
-    other rows hold whatever an earlier kernel left, here NaN. Those rows only reach outputs
-    past M, which are never stored: d and the memory around it stay exact."""
+@pytest.mark.parametrize("m", [1, 5, 9, 63, 100, 129, 200, 257, 389])
+def test_tail_boxes_ignore_stale_shared_memory(m, fp32_out):
+    """Where M is not a multiple of BLOCK_M, the TMA loads only the last m-block's existing
+    rows of A (rounded up to 8); the stage's other rows hold whatever an earlier kernel
+    left, here NaN. Those rows only reach outputs past M, which are never stored: d and the
+    memory around it stay exact. M < BLOCK_M (one m-block, the decode case) and M above it
+    (1 to ~130 rows in the last block) both."""
     torch.manual_seed(m)
     n, k = 2112, 7168
     a, b = _quantized(m, n, k, fp32_out)

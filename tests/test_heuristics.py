@@ -113,9 +113,9 @@ int main() {
         pair.cluster = 2;
         c.sfa_from_global = fits;
         const bool takes_pointer = sm90_fp8_gemm_source(c, 0, n, k).find("const float* sfa,") != std::string::npos;
-        std::printf("%d %d %d %d %d %d %zu %d %d\n", fp32, m, n, k, int(c.mma_overlap), int(fits),
+        std::printf("%d %d %d %d %d %d %zu %d %d %d\n", fp32, m, n, k, int(c.mma_overlap), int(fits),
                     sm90_fp8_gemm_tensor_maps(c, m, n, k).size(), int(takes_pointer),
-                    int(sm90_fp8_sfa_from_global_fits(pair, m)));
+                    int(sm90_fp8_sfa_from_global_fits(pair, m)), c.block_m);
       }
 }
 """
@@ -126,9 +126,11 @@ def test_per_token_scales_are_read_as_given_only_by_small_m_overlapped_bf16_kern
     strides (no SFA tensor map); everything else keeps the TMA-loaded layout."""
     rows = [tuple(map(int, line.split())) for line in _run_driver(tmp_path, "sfa", SFA_DRIVER).splitlines()]
     assert len(rows) == 40
-    for fp32, m, n, k, overlap, fits, maps, takes_pointer, pair_fits in rows:
+    for fp32, m, n, k, overlap, fits, maps, takes_pointer, pair_fits, block_m in rows:
         assert fits == (not fp32 and m <= 64 and overlap == 1), (fp32, m, n, k)
-        assert maps == (3 if fits else 4) and takes_pointer == fits and pair_fits == 0, (fp32, m, n, k)
+        loaded = -(-m // block_m) * block_m
+        tail_maps = 2 if m > block_m and (loaded - m) * 8 >= loaded else 0  # (test_boxes_cover_...)
+        assert maps == (3 if fits else 4) + tail_maps and takes_pointer == fits and pair_fits == 0, (fp32, m, n, k)
     assert any(r[5] for r in rows) and any(r[1] <= 64 and not r[0] and not r[5] for r in rows)  # both kinds seen
 
 
@@ -138,33 +140,48 @@ BOX_DRIVER = r"""
 using namespace deep_gemm::heuristics;
 int main() {
   for (int fp32 : {0, 1})
-    for (int m : {1, 7, 8, 9, 63, 64, 65, 100, 127, 128, 129, 4096})
+    for (int m : {1, 7, 8, 9, 63, 64, 65, 100, 127, 128, 129, 200, 255, 256, 257, 4096, 4097})
       for (int cluster : {1, 2})
         for (const auto& c : rank_sm90_fp8_gemm_configs(m, 4096, 7168, 132, fp32 != 0, kSm90MaxSmemBytes, true)) {
           if (c.cluster != cluster) continue;
           const auto maps = sm90_fp8_gemm_tensor_maps(c, m, 4096, 7168);
-          const bool named = sm90_fp8_gemm_name(c, 0, 4096, 7168).find("_fm") != std::string::npos;
-          const bool templated = sm90_fp8_gemm_source(c, 0, 4096, 7168).find(fp32 ? "16u, true>" : "false, true>") !=
-                                 std::string::npos;
-          std::printf("%d %d %d %d %u %u %d %d\n", fp32, m, cluster, c.block_m, maps[0].box_outer, maps[2].box_inner,
-                      int(named), int(templated));
+          const std::string name = sm90_fp8_gemm_name(c, 0, 4096, 7168), src = sm90_fp8_gemm_source(c, 0, 4096, 7168);
+          const bool takes_maps = src.find("CUtensorMap tmap_a_tail, const __grid_constant__ CUtensorMap tmap_sfa_tail") !=
+                                  std::string::npos;
+          std::printf("%d %d %d %d %zu %u %u %u %u %d %d %d %d %d\n", fp32, m, cluster, c.block_m, maps.size(),
+                      maps[0].box_outer, maps[2].box_inner, maps.size() == 6 ? maps[4].box_outer : 0,
+                      maps.size() == 6 ? maps[5].box_inner : 0, int(name.find("_fm") != std::string::npos),
+                      int(src.find("MBoxes::kFitM>") != std::string::npos), int(name.find("_tm") != std::string::npos),
+                      int(src.find("MBoxes::kTail>") != std::string::npos), int(takes_maps));
           break;
         }
 }
 """
 
 
-def test_small_m_boxes_cover_only_the_rows_that_exist(tmp_path):
-    """A dense GEMM whose M fits in one m-block (cluster 1) loads A rounded up to 8 rows and
-    SFA to 4, in a kernel of its own ("_fm", which expects that many bytes per stage);
-    otherwise BLOCK_M (per CTA of a cluster pair for A)."""
+def _fit_rows(rows: int) -> tuple[int, int]:
+    return -(-rows // 8) * 8, -(-rows // 4) * 4  # A to 8 rows, SFA to 4
+
+
+def test_boxes_cover_only_the_rows_that_exist(tmp_path):
+    """Dense GEMMs, cluster 1. M < BLOCK_M: A and SFA boxes of the rows that exist (A rounded
+    up to 8, SFA to 4), in a kernel of its own ("_fm"). M > BLOCK_M where BLOCK_M-row boxes
+    would bring at least 1/8 of their rows from past M: the last m-block loads through two
+    more tensor maps with such boxes ("_tm"). Each kernel expects its boxes' bytes per stage.
+    Otherwise, and for cluster pairs, BLOCK_M rows (per CTA of the pair for A)."""
     rows = [tuple(map(int, line.split())) for line in _run_driver(tmp_path, "box", BOX_DRIVER).splitlines()]
-    assert len(rows) == 48
-    for fp32, m, cluster, block_m, a_rows, sfa_rows, named, templated in rows:
+    assert len(rows) == 68
+    for (fp32, m, cluster, block_m, num_maps, a_rows, sfa_rows, tail_a, tail_sfa, fm_named, fm_templated, tm_named,
+         tm_templated, takes_tail_maps) in rows:
+        where = (fp32, m, cluster, block_m)
+        loaded = -(-m // block_m) * block_m
         fit = cluster == 1 and m < block_m
-        if fit:
-            assert (a_rows, sfa_rows) == (-(-m // 8) * 8, -(-m // 4) * 4), (fp32, m, cluster, block_m)
-        else:
-            assert (a_rows, sfa_rows) == (block_m // cluster, block_m), (fp32, m, cluster, block_m)
-        assert named == fit and templated == fit, (fp32, m, cluster, block_m)  # its own kernel ("_fm")
-    assert any(r[4] < r[3] for r in rows) and any(r[4] == r[3] for r in rows)  # both kinds seen
+        tail = cluster == 1 and m > block_m and (loaded - m) * 8 >= loaded
+        assert (a_rows, sfa_rows) == (_fit_rows(m) if fit else (block_m // cluster, block_m)), where
+        assert num_maps == (6 if tail else 4), where
+        if tail:
+            assert (tail_a, tail_sfa) == _fit_rows(m - loaded + block_m), where
+        assert fm_named == fm_templated == fit, where
+        assert tm_named == tm_templated == takes_tail_maps == tail, where
+    assert any(r[11] for r in rows) and any(r[9] for r in rows)  # both kinds seen
+    assert any(r[1] > r[3] and r[1] % r[3] and not r[11] for r in rows)  # little past M: no tail maps

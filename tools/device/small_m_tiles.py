@@ -1,13 +1,14 @@
 """Dense FP8 GEMMs at M just above a BLOCK_M (GPU host): which tile height wins.
 
-A GEMM whose M fits in one m-block loads only the rows that exist ("_fm" kernels); with two
-m-blocks the second one's TMA box still reaches past M. Run once per forced BLOCK_M
-(read once per process) and once unforced:
+Where M is not a multiple of BLOCK_M the last m-block loads only the rows that exist
+("_tm" kernels; before, its TMA box reached past M, which cost as much as real rows). Run
+once per forced BLOCK_M (read once per process) and once unforced:
 
   DG_SM90_FP8_BLOCK_M=64 python tools/device/small_m_tiles.py
 
 Per shape: GPU µs per call (50 calls in a CUDA graph, replayed; prepared scales); with
-DG_PRINT_CONFIGS=1 the chosen tiles go to stderr.
+DG_PRINT_CONFIGS=1 the chosen tiles go to stderr. DG_SHAPES="m,n,k m,n,k ..." replaces the
+shape list.
 """
 import os
 
@@ -17,7 +18,8 @@ from small_m_sfa import gpu_us  # this script's folder is on sys.path when run a
 import deep_gemm
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
 
-SHAPES = [(m, n, k) for m in (48, 65, 96, 127, 129, 192) for (n, k) in ((2112, 7168), (7168, 2048), (4096, 7168))]
+SHAPES = [tuple(map(int, s.split(","))) for s in os.environ["DG_SHAPES"].split()] if os.environ.get("DG_SHAPES") else [
+    (m, n, k) for m in (48, 65, 96, 127, 129, 192) for (n, k) in ((2112, 7168), (7168, 2048), (4096, 7168))]
 
 
 def main():

@@ -24,9 +24,11 @@
 //   Tensor maps: sm90_fp8_gemm_tensor_maps(cfg, m, n, k, ...) returns them in argument
 //   order; each maps to make_tensor_map_2d(base, dtype, inner, outer, outer_stride_bytes,
 //   box_inner, box_outer, swizzle). All use interleave none, L2 promotion 256B,
-//   OOB fill none (zeros), element strides 1. At M < BLOCK_M (cluster 1) the A and SFA
-//   boxes cover only the rows that exist (sm90_fp8_dense_box_rows; the kernel expects
-//   that many bytes per stage).
+//   OOB fill none (zeros), element strides 1. Boxes of the rows that exist (cluster 1; the
+//   kernel expects that many bytes per stage): with cfg.fit_m (M < BLOCK_M) the A and SFA
+//   boxes cover only M rows (sm90_fp8_fit_box_rows); with cfg.tail_m (M > BLOCK_M, where
+//   BLOCK_M-row boxes would reach far past M: sm90_fp8_tail_boxes_pay) two more maps, of A
+//   and SFA, serve the last m-block with boxes of its rows (sm90_fp8_tail_box_rows).
 //
 //   Kernel arguments, in order:
 //   1D2D: (uint32 m, uint32 n, uint32 k, const float* sfb,
@@ -37,6 +39,7 @@
 //   1D1D: (uint32 m, uint32 n, uint32 k, const float* c /*may be d, or null*/, float* d,
 //          uint32 ld_d /*elements, even*/,
 //          CUtensorMap a, CUtensorMap b, CUtensorMap sfa, CUtensorMap sfb)
+//   cfg.tail_m: then CUtensorMap a_tail and (unless sfa_from_global) sfa_tail.
 //   (tensor maps by value: the entry declares them const __grid_constant__).
 //
 //   Preconditions the launcher checks: k % 128 == 0, k > 0, m > 0 (m == 0: skip launch),
@@ -76,7 +79,8 @@ struct Sm90Fp8GemmConfig {
     int gemm_type = 0;           // 1D2D: 0 dense, else an Sm90GroupedType (m-grouped MoE)
     bool sfa_from_global = false;  // dense 1D2D: per-token SFA read from global (sm90_fp8_sfa_from_global_fits)
     bool dynamic_tiles = false;    // m-grouped 1D2D: tiles claimed from a per-call counter (tile_scheduler.cuh)
-    bool fit_m = false;            // dense, cluster 1, M < block_m: A/SFA boxes of the rows that exist (sm90_fp8_dense_box_rows)
+    bool fit_m = false;            // dense, cluster 1, M < block_m: A/SFA boxes of the rows that exist (sm90_fp8_fit_box_rows)
+    bool tail_m = false;           // dense, cluster 1, M > block_m: the last m-block's own A/SFA maps (sm90_fp8_tail_boxes_pay)
     double est_cycles = 0.0;     // model estimate used for the choice
 };
 
@@ -124,6 +128,18 @@ inline double sm90_fp8_multicast_fraction(int num_m, int num_n, int group_n) {
         shared += (w % 2 == 0) ? tiles : tiles * (1.0 - 1.0 / w);
     }
     return pairs > 0 ? shared / pairs : 0.0;
+}
+
+// Whether a dense GEMM with M > BLOCK_M should load its last m-block through tail boxes
+// (cfg.tail_m, sm90_fp8_tail_box_rows): where BLOCK_M-row boxes would bring at least 1/8 of
+// their rows from past M. Measured on the H200 (NOTES.md, 2026-12-01 session 21), GPU us per call:
+// 129 x 2112 x 7168 27.3 -> 14.3, 192 x 4096 x 7168 26.0 -> 16.0, 389 x 2112 x 7168 24.6 ->
+// 16.2. With fewer rows past M there is little to gain, and the tail kernel's code is not
+// the same: ptxas allocates the whole kernel anew, and at 4097 x 2112 x 7168 (3% of the rows
+// past M) the 128x192 tail kernel ran 5-10% slower.
+inline bool sm90_fp8_tail_boxes_pay(int m, int block_m) {
+    const long rows = static_cast<long>(sm90_fp8_ceil_div(m, block_m)) * block_m;
+    return (rows - m) * 8 >= rows;
 }
 
 // Cycle model of one configuration (per SM clocks; only the ranking matters). Per 128-wide
@@ -243,8 +259,9 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_gemm_configs(int m, int n, i
                 // 1D2D: promote block kb while block kb+1 runs (two accumulators, which fit
                 // for block_n <= 128). The v4 form is not serialised by ptxas (no C7514).
                 c.mma_overlap = kind == Sm90Fp8Kind::k1D2D && bm <= 128 && bn <= 128;
-                // One m-block: the TMA boxes cover only the rows that exist (sm90_fp8_dense_box_rows).
+                // Boxes of the rows that exist: M < BLOCK_M, or the last m-block where it pays.
                 c.fit_m = cluster == 1 && m < bm;
+                c.tail_m = cluster == 1 && m > bm && sm90_fp8_tail_boxes_pay(m, bm);
                 int stages = sm90_fp8_max_stages(bm, bn);
                 while (stages > 2 && sm90_fp8_smem_bytes(kind, bm, bn, stages) > max_smem_bytes) --stages;
                 if (sm90_fp8_smem_bytes(kind, bm, bn, stages) > max_smem_bytes) continue;
@@ -319,42 +336,53 @@ inline std::string sm90_fp8_gemm_source(const Sm90Fp8GemmConfig& c, int compiled
                                         int compiled_k) {
     const bool is_1d1d = c.kind == Sm90Fp8Kind::k1D1D;
     const std::string impl = is_1d1d ? "sm90_fp8_gemm_1d1d" : "sm90_fp8_gemm_1d2d";
+    const std::string m_boxes = c.fit_m    ? "deep_gemm::sm90::MBoxes::kFitM"
+                                : c.tail_m ? "deep_gemm::sm90::MBoxes::kTail"
+                                           : "";
     const std::string targs = std::to_string(compiled_m) + "u, " + std::to_string(compiled_n) + "u, " +
                               std::to_string(compiled_k) + "u, " + std::to_string(c.block_m) + "u, " +
                               std::to_string(c.block_n) + "u, " + std::to_string(c.stages) + "u, " +
                               std::to_string(c.cluster) + "u, " + std::to_string(c.group_n) + "u" +
                               (is_1d1d ? "" : c.mma_overlap ? ", true" : ", false") +
-                              (is_1d1d ? (c.fit_m ? ", true" : "")
-                               : c.fit_m ? std::string(", deep_gemm::GemmType::kNormal, ") +
-                                               (c.sfa_from_global ? "true" : "false") + ", false, true"
+                              (is_1d1d ? (m_boxes.empty() ? "" : ", " + m_boxes)
+                               : !m_boxes.empty() ? std::string(", deep_gemm::GemmType::kNormal, ") +
+                                                        (c.sfa_from_global ? "true" : "false") + ", false, " + m_boxes
                                : c.sfa_from_global ? ", deep_gemm::GemmType::kNormal, true" : "");
     std::string s = is_1d1d ? std::string() : trace_tiles_define();
     s += "#include <deep_gemm/impls/" + impl + ".cuh>\n\n";
     // The bound is always 384 threads: a fixed register cap at entry (168) that the
     // setmaxnreg pair then redistributes; block_m 64 kernels launch 256 of them.
     s += "extern \"C\" __global__ void __launch_bounds__(384, 1)\n";
+    // cfg.tail_m: the last m-block's tensor maps, after the others.
+    const bool tail_sfa = c.tail_m && !c.sfa_from_global;
+    const std::string tail_params =
+        std::string(c.tail_m ? ",\n         const __grid_constant__ CUtensorMap tmap_a_tail" : "") +
+        (tail_sfa ? ", const __grid_constant__ CUtensorMap tmap_sfa_tail" : "");
+    const std::string tail_args = c.tail_m ? std::string(", &tmap_a_tail, ") + (tail_sfa ? "&tmap_sfa_tail" : "nullptr") : "";
     if (is_1d1d) {
         s += "dg_entry(uint32_t m, uint32_t n, uint32_t k, const float* c, float* d, uint32_t ld_d,\n"
              "         const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,\n"
-             "         const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_sfb) {\n";
+             "         const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_sfb" +
+             tail_params + ") {\n";
         s += "    deep_gemm::" + impl + "_impl<" + targs + ">(\n"
-             "        m, n, k, c, d, ld_d, &tmap_a, &tmap_b, &tmap_sfa, &tmap_sfb);\n}\n";
+             "        m, n, k, c, d, ld_d, &tmap_a, &tmap_b, &tmap_sfa, &tmap_sfb" + tail_args + ");\n}\n";
     } else if (c.sfa_from_global) {
         s += "dg_entry(uint32_t m, uint32_t n, uint32_t k, const float* sfb,\n"
              "         const float* sfa, uint32_t sfa_stride_m, uint32_t sfa_stride_k,\n"
              "         const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,\n"
              "         const __grid_constant__ CUtensorMap tmap_d" +
-             entry_params_close();
+             tail_params + entry_params_close();
         s += "    deep_gemm::" + impl + "_impl<" + targs + ">(\n"
              "        m, n, k, sfb, &tmap_a, &tmap_b, nullptr, &tmap_d, nullptr, 1, 1, nullptr, 0,\n"
-             "        {sfa, sfa_stride_m, sfa_stride_k});\n}\n";
+             "        {sfa, sfa_stride_m, sfa_stride_k}" + (c.tail_m ? ", nullptr" + tail_args : "") + ");\n}\n";
     } else {
         s += "dg_entry(uint32_t m, uint32_t n, uint32_t k, const float* sfb,\n"
              "         const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,\n"
              "         const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_d" +
-             entry_params_close();
+             tail_params + entry_params_close();
         s += "    deep_gemm::" + impl + "_impl<" + targs + ">(\n"
-             "        m, n, k, sfb, &tmap_a, &tmap_b, &tmap_sfa, &tmap_d);\n}\n";
+             "        m, n, k, sfb, &tmap_a, &tmap_b, &tmap_sfa, &tmap_d" +
+             (c.tail_m ? ", nullptr, 1, 1, nullptr, 0, {}, nullptr" + tail_args : "") + ");\n}\n";
     }
     return s;
 }
@@ -364,7 +392,7 @@ inline std::string sm90_fp8_gemm_name(const Sm90Fp8GemmConfig& c, int compiled_m
     return std::string(c.kind == Sm90Fp8Kind::k1D1D ? "sm90_fp8_1d1d" : "sm90_fp8_1d2d") + "_m" +
            std::to_string(compiled_m) + "n" + std::to_string(compiled_n) + "k" + std::to_string(compiled_k) +
            "_b" + std::to_string(c.block_m) + "x" + std::to_string(c.block_n) + "_s" + std::to_string(c.stages) +
-           "_c" + std::to_string(c.cluster) + "_g" + std::to_string(c.group_n) + (c.fit_m ? "_fm" : "") +
+           "_c" + std::to_string(c.cluster) + "_g" + std::to_string(c.group_n) + (c.fit_m ? "_fm" : "") + (c.tail_m ? "_tm" : "") +
            (c.mma_overlap ? "_o" : "") + (c.sfa_from_global ? "_sg" : "") +
            (c.kind == Sm90Fp8Kind::k1D1D ? "" : trace_tiles_suffix());
 }
@@ -381,12 +409,14 @@ struct Sm90Fp8TensorMapSpec {
     int swizzle_bytes;            // 0 (none), 32, 64 or 128
 };
 
-// Rows the A and SFA boxes of a dense GEMM cover: BLOCK_M (A: per CTA of a cluster pair),
-// or with cfg.fit_m the rows that exist (A rounded up to 8, SFA to 4). Mirrors box_rows in
-// cuda/deep_gemm/common/sm90_fp8_core.cuh, whose comment says why.
-inline std::pair<uint32_t, uint32_t> sm90_fp8_dense_box_rows(const Sm90Fp8GemmConfig& c, int m) {
-    if (c.fit_m) return {static_cast<uint32_t>(sm90_fp8_align(m, 8)), static_cast<uint32_t>(sm90_fp8_align(m, 4))};
-    return {static_cast<uint32_t>(c.block_m / c.cluster), static_cast<uint32_t>(c.block_m)};
+// Rows of A and SFA that exist, as the boxes cover them: A rounded up to 8, SFA to 4. Of
+// the whole GEMM (cfg.fit_m), or of its last m-block (cfg.tail_m). Mirror box_rows and
+// tail_box_rows in cuda/deep_gemm/common/sm90_fp8_core.cuh, whose comment says why.
+inline std::pair<uint32_t, uint32_t> sm90_fp8_fit_box_rows(int rows) {
+    return {static_cast<uint32_t>(sm90_fp8_align(rows, 8)), static_cast<uint32_t>(sm90_fp8_align(rows, 4))};
+}
+inline std::pair<uint32_t, uint32_t> sm90_fp8_tail_box_rows(const Sm90Fp8GemmConfig& c, int m) {
+    return sm90_fp8_fit_box_rows(m - (sm90_fp8_ceil_div(m, c.block_m) - 1) * c.block_m);
 }
 
 // The tensor maps of a launch, in kernel-argument order (after the scalar arguments).
@@ -400,7 +430,8 @@ inline std::vector<Sm90Fp8TensorMapSpec> sm90_fp8_gemm_tensor_maps(const Sm90Fp8
     const uint64_t kb = static_cast<uint64_t>(k / 128);
     const uint64_t m_pad = static_cast<uint64_t>(sm90_fp8_align(m, 4));
     const uint64_t n_pad = static_cast<uint64_t>(sm90_fp8_align(n, 4));
-    const auto [a_rows, sfa_rows] = sm90_fp8_dense_box_rows(c, m);
+    const auto [a_rows, sfa_rows] = c.fit_m ? sm90_fp8_fit_box_rows(m)
+                                            : std::pair<uint32_t, uint32_t>(c.block_m / c.cluster, c.block_m);
     std::vector<Sm90Fp8TensorMapSpec> maps;
     maps.push_back({"a", Sm90TmaDtype::kU8, static_cast<uint64_t>(k), static_cast<uint64_t>(m), lda_bytes, 128, a_rows,
                     128});
@@ -413,6 +444,12 @@ inline std::vector<Sm90Fp8TensorMapSpec> sm90_fp8_gemm_tensor_maps(const Sm90Fp8
     } else {
         maps.push_back({"d", Sm90TmaDtype::kBF16, static_cast<uint64_t>(n), static_cast<uint64_t>(m), ld_d * 2,
                         static_cast<uint32_t>(c.swizzle_d / 2), 64, c.swizzle_d});
+    }
+    if (c.tail_m) {
+        const auto [tail_a, tail_sfa] = sm90_fp8_tail_box_rows(c, m);
+        maps.push_back({"a", Sm90TmaDtype::kU8, static_cast<uint64_t>(k), static_cast<uint64_t>(m), lda_bytes, 128,
+                        tail_a, 128});
+        if (!c.sfa_from_global) maps.push_back({"sfa", Sm90TmaDtype::kF32, m_pad, kb, m_pad * 4, tail_sfa, 1, 0});
     }
     return maps;
 }
@@ -457,7 +494,7 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_grouped_configs(int gemm_typ
         if (gemm_type != static_cast<int>(Sm90GroupedType::kMasked) && align_m % std::min(c.block_m, 128) != 0)
             continue;
         c.gemm_type = gemm_type;
-        c.fit_m = false;  // m-grouped tiles keep BLOCK_M boxes (their m is not one GEMM's rows)
+        c.fit_m = c.tail_m = false;  // m-grouped tiles keep BLOCK_M boxes (their m is not one GEMM's rows)
         if (gemm_type != static_cast<int>(Sm90GroupedType::kContiguous)) c.grid_x = num_sms;
         // The contiguous index layout walks M_sum like one tall GEMM: a 32-wide scheduler
         // group re-reads A from DRAM half as often as 16 and measured 1-2% faster on 8 x

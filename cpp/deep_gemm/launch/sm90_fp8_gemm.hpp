@@ -255,7 +255,7 @@ class Sm90Fp8GemmLauncher {
 
   static void launch(const Entry& e, const Sm90Fp8Problem& p) {
     const auto specs = h::sm90_fp8_gemm_tensor_maps(e.cfg, p.m, p.n, p.k, p.lda_bytes, p.ldb_bytes, p.ld_d);
-    CUtensorMap maps[4];
+    CUtensorMap maps[6];
     for (size_t i = 0; i < specs.size(); ++i) {
       const auto& s = specs[i];
       maps[i] = deep_jit::make_tensor_map_2d(detail::operand_base(p, s.operand), detail::tma_dtype(s.dtype),
@@ -269,18 +269,30 @@ class Sm90Fp8GemmLauncher {
     lc.cluster_dim = static_cast<unsigned>(e.cfg.cluster);
     lc.pdl = DeviceRuntime::get().pdl() || p.after_own_kernel;
     const auto m = static_cast<uint32_t>(p.m), n = static_cast<uint32_t>(p.n), k = static_cast<uint32_t>(p.k);
+    // With cfg.tail_m the tail maps follow: A's, then SFA's unless sfa_from_global.
+    const bool tail = e.cfg.tail_m;
     if (p.fp32_out) {
       const auto* c = static_cast<const float*>(p.c);
       auto* d = static_cast<float*>(p.d);
       const auto ld_d = static_cast<uint32_t>(p.ld_d);
-      deep_jit::launch(*e.kernel, lc, m, n, k, c, d, ld_d, maps[0], maps[1], maps[2], maps[3]);
+      if (tail)
+        deep_jit::launch(*e.kernel, lc, m, n, k, c, d, ld_d, maps[0], maps[1], maps[2], maps[3], maps[4], maps[5]);
+      else
+        deep_jit::launch(*e.kernel, lc, m, n, k, c, d, ld_d, maps[0], maps[1], maps[2], maps[3]);
     } else if (e.cfg.sfa_from_global) {
       const auto* sfb = static_cast<const float*>(p.sfb);
       const auto* sfa = static_cast<const float*>(p.sfa);
-      detail::launch_1d2d(*e.kernel, lc, m, n, k, sfb, sfa, p.sfa_stride_m, p.sfa_stride_k, maps[0], maps[1], maps[2]);
+      if (tail)
+        detail::launch_1d2d(*e.kernel, lc, m, n, k, sfb, sfa, p.sfa_stride_m, p.sfa_stride_k, maps[0], maps[1], maps[2],
+                            maps[3]);
+      else
+        detail::launch_1d2d(*e.kernel, lc, m, n, k, sfb, sfa, p.sfa_stride_m, p.sfa_stride_k, maps[0], maps[1], maps[2]);
     } else {
       const auto* sfb = static_cast<const float*>(p.sfb);
-      detail::launch_1d2d(*e.kernel, lc, m, n, k, sfb, maps[0], maps[1], maps[2], maps[3]);
+      if (tail)
+        detail::launch_1d2d(*e.kernel, lc, m, n, k, sfb, maps[0], maps[1], maps[2], maps[3], maps[4], maps[5]);
+      else
+        detail::launch_1d2d(*e.kernel, lc, m, n, k, sfb, maps[0], maps[1], maps[2], maps[3]);
     }
   }
 
@@ -298,11 +310,12 @@ class Sm90Fp8GemmLauncher {
     auto [cfg, src] = sm90_fp8_kernel_source(ckey, dev.max_shared_optin);
     Entry e{cfg, &deep_jit::Runtime::get().load(src, p.device)};
     if (detail::print_configs())
-      std::fprintf(stderr, "deep_gemm: %s m=%d n=%d k=%d -> block %dx%d, %d stages, cluster %d, grid %d, smem %d B%s%s%s\n",
+      std::fprintf(stderr, "deep_gemm: %s m=%d n=%d k=%d -> block %dx%d, %d stages, cluster %d, grid %d, smem %d B%s%s%s%s\n",
                    p.fp32_out ? "fp8_gemm 1D1D" : "fp8_gemm 1D2D", p.m, p.n, p.k, e.cfg.block_m, e.cfg.block_n,
                    e.cfg.stages, e.cfg.cluster, e.cfg.grid_x, e.cfg.smem_bytes,
                    e.cfg.mma_overlap ? ", overlapped promotion" : "", e.cfg.block_m == 256 ? ", two slabs per warpgroup" : "",
-                   e.cfg.sfa_from_global ? ", per-token scales read as given" : "");
+                   e.cfg.sfa_from_global ? ", per-token scales read as given" : "",
+                   e.cfg.fit_m ? ", boxes of the M rows" : e.cfg.tail_m ? ", tail boxes" : "");
     std::lock_guard<std::mutex> lock(mu_);
     return entries_.try_emplace(ckey, e).first->second;
   }

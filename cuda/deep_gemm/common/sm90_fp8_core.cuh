@@ -152,7 +152,9 @@ __device__ __forceinline__ void trace_tile_stamp(uint32_t tile_i, uint32_t slot)
 template <typename Layout, uint32_t kStages, uint32_t kNumMathWarps, uint32_t kCluster, typename... Maps>
 __device__ __forceinline__ void gemm_kernel_setup(const Layout& smem, uint32_t leader, const Maps*... maps) {
     if (threadIdx.x == leader) {
-        (ptx::tma_prefetch_map(maps), ...);
+        // Null maps (a kernel without tail boxes passes nullptr for them) are skipped: the
+        // test folds away where the pointer is a constant.
+        ((maps != nullptr ? ptx::tma_prefetch_map(maps) : void()), ...);
         init_barriers<Layout, kStages, kNumMathWarps, kCluster>(smem);
     }
     if constexpr (kCluster > 1) ptx::cluster_sync(); else __syncthreads();
@@ -189,24 +191,50 @@ __device__ __forceinline__ bool fetch_published_tile(const Layout& smem, const P
 template <typename Scheduler>
 concept ClaimsTiles = Scheduler::kClaimsTiles;
 
-// Rows of A and of SFA that the TMA boxes of a tile cover: BLOCK_M, or with kFitM (a dense
-// GEMM whose M fits in one m-block, cluster 1) only the rows that exist, A rounded up to 8
-// rows (one 128-byte swizzle atom) and SFA to 4 (16 bytes); the host encodes its boxes by
-// the same rule (heuristics: sm90_fp8_dense_box_rows). The stage's other rows keep stale
-// data, which reaches only accumulator rows >= M, and those are never stored. Boxes of
-// BLOCK_M rows that reach mostly past M ran up to 2.6x slower (1 x 7168 x 16384: 84.0
-// against 32.3 us per call; NOTES.md, 2026-12-01 session 20): the out-of-bounds fill, not
-// the rows that exist, set the pace. A template flag, so that every other kernel keeps its
-// code (a runtime choice here moved ptxas' register allocation and cost 4096 x 2112 x 7168
-// 8.5%).
+// How a dense GEMM's TMA boxes of A and SFA cover its rows (cluster 1; the host mirrors
+// this in heuristics/sm90_fp8_gemm.hpp: cfg.fit_m, cfg.tail_m):
+//   kBlock  BLOCK_M rows per m-block;
+//   kFitM   M < BLOCK_M (one m-block): the boxes cover only the rows that exist;
+//   kTail   the last m-block loads through tensor maps of its own, whose boxes cover only
+//           its rows (TailMaps).
+// Rows that exist: A rounded up to 8 rows (one 128-byte swizzle atom), SFA to 4 (16 bytes).
+// The stage's other rows keep stale data, which reaches only accumulator rows >= M, and
+// those are never stored. Boxes of BLOCK_M rows that reach mostly past M ran up to 2.6x
+// slower (1 x 7168 x 16384: 84.0 against 32.3 us per call; NOTES.md, 2026-12-01 session
+// 20): the out-of-bounds fill, not the rows that exist, set the pace. A template parameter,
+// so that every other kernel keeps its code (a runtime choice of the boxes in every kernel
+// moved ptxas' register allocation and cost 4096 x 2112 x 7168 8.5%). kFitM is not kTail
+// with one m-block: its second pair of maps measured 3% slower at 1 x 2112 x 7168 (session
+// 21).
+enum class MBoxes : uint32_t { kBlock, kFitM, kTail };
+
 struct BoxRows {
     uint32_t a, sfa;
 };
-template <bool kFitM, uint32_t kBlockM>
+// The boxes of every m-block (kTail: of every m-block but the last).
+template <MBoxes kBoxes, uint32_t kBlockM>
 __device__ __forceinline__ BoxRows box_rows(uint32_t m) {
-    if constexpr (kFitM) return {align_up(m, 8u), align_up(m, 4u)};
+    if constexpr (kBoxes == MBoxes::kFitM) return {align_up(m, 8u), align_up(m, 4u)};
     else return {kBlockM, kBlockM};
 }
+template <uint32_t kBlockM>
+__host__ __device__ constexpr uint32_t tail_first_row(uint32_t m) {
+    return (ceil_div(m, kBlockM) - 1) * kBlockM;
+}
+template <uint32_t kBlockM>
+__host__ __device__ constexpr BoxRows tail_box_rows(uint32_t m) {
+    const uint32_t rows = m - tail_first_row<kBlockM>(m);
+    return {align_up(rows, 8u), align_up(rows, 4u)};
+}
+
+// What the producer loads the tail m-block with: its tensor maps (sfa may be null where
+// the TMA does not load SFA), the tail's first row, and the bytes a stage then receives.
+struct TailMaps {
+    const CUtensorMap* a = nullptr;
+    const CUtensorMap* sfa = nullptr;
+    uint32_t first_row = 0;
+    uint32_t stage_tx_bytes = 0;
+};
 
 // The producer: one thread walks the tile sequence and keeps the ring full. A is loaded in
 // kCluster row slices so that a multicast tile and a local tile use the same tensor map
@@ -218,12 +246,15 @@ __device__ __forceinline__ BoxRows box_rows(uint32_t m) {
 // a stage is rewritten only after every math warp released the stage, which they do after
 // reading it. Needs num_k_blocks >= 1 (K > 0: the ops check it).
 // stage_tx_bytes: what the TMA delivers per stage (Layout::stage_tx_bytes of the boxes).
+// kTailMaps: tiles from tail.first_row on load A and SFA through `tail` (MBoxes::kTail).
 template <typename Layout, typename Scheduler, uint32_t kBlockM, uint32_t kBlockN,
-          uint32_t kStages, uint32_t kCluster, bool kLoadSfb, bool kPublishTiles = false, bool kLoadSfa = true>
+          uint32_t kStages, uint32_t kCluster, bool kLoadSfb, bool kPublishTiles = false, bool kLoadSfa = true,
+          bool kTailMaps = false>
 __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sched, uint32_t num_k_blocks,
                                               const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
                                               const CUtensorMap* tmap_sfa, const CUtensorMap* tmap_sfb,
-                                              uint32_t stage_tx_bytes) {
+                                              uint32_t stage_tx_bytes, TailMaps tail = {}) {
+    static_assert(!kTailMaps || kCluster == 1, "tail boxes: cluster 1");
     constexpr uint32_t kSliceM = kBlockM / kCluster;
     const uint32_t rank = kCluster > 1 ? ptx::cluster_cta_rank() : 0;
     PipeState<kStages> pipe;
@@ -235,6 +266,10 @@ __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sche
         const int32_t n0 = static_cast<int32_t>(tile.n_block * kBlockN);
         const int32_t b0 = static_cast<int32_t>(sched.b_row(tile, static_cast<uint32_t>(n0)));
         const int32_t sfa_x = static_cast<int32_t>(sched.sfa_x(tile, static_cast<uint32_t>(m0)));
+        const bool in_tail = kTailMaps && static_cast<uint32_t>(m0) >= tail.first_row;
+        const CUtensorMap* map_a = in_tail ? tail.a : tmap_a;
+        const CUtensorMap* map_sfa = in_tail ? tail.sfa : tmap_sfa;
+        const uint32_t tx_bytes = in_tail ? tail.stage_tx_bytes : stage_tx_bytes;
         for (uint32_t kb = 0; kb < num_k_blocks; ++kb, pipe.advance()) {
             const uint32_t s = pipe.stage;
             ptx::mbar_wait_watchdog(smem.empty(s), pipe.phase ^ 1u);
@@ -242,7 +277,7 @@ __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sche
             if constexpr (kPublishTiles) {
                 if (kb == 0) write_tile_slot(smem.tile_slot(s), tile);
             }
-            ptx::mbar_arrive_expect_tx(full, stage_tx_bytes);
+            ptx::mbar_arrive_expect_tx(full, tx_bytes);
             const int32_t k0 = static_cast<int32_t>(kb * kBlockK);
             if (kCluster > 1 && tile.multicast_a) {
                 ptx::tma_load_2d_multicast(smem.a(s) + rank * kSliceM * kBlockK, tmap_a, full,
@@ -251,12 +286,12 @@ __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sche
             } else {
 #pragma unroll
                 for (uint32_t r = 0; r < kCluster; ++r)
-                    ptx::tma_load_2d(smem.a(s) + r * kSliceM * kBlockK, tmap_a, full, k0,
+                    ptx::tma_load_2d(smem.a(s) + r * kSliceM * kBlockK, map_a, full, k0,
                                      m0 + static_cast<int32_t>(r * kSliceM));
             }
             ptx::tma_load_2d(smem.b(s), tmap_b, full, k0, b0);
             if constexpr (kLoadSfa)
-                ptx::tma_load_2d(smem.sfa(s), tmap_sfa, full, sfa_x,
+                ptx::tma_load_2d(smem.sfa(s), map_sfa, full, sfa_x,
                                  static_cast<int32_t>(sched.sfa_y(tile, kb, num_k_blocks)));
             if constexpr (kLoadSfb)
                 ptx::tma_load_2d(smem.sfb(s), tmap_sfb, full, n0, static_cast<int32_t>(kb));

@@ -83,18 +83,21 @@ __device__ __forceinline__ void store_tile(const float (&result)[kBlockN / 2], f
 
 // Template parameters as in sm90_fp8_gemm_1d2d_impl.
 template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
-          uint32_t kStages, uint32_t kCluster, uint32_t kGroupN, bool kFitM = false>
+          uint32_t kStages, uint32_t kCluster, uint32_t kGroupN, sm90::MBoxes kMBoxes = sm90::MBoxes::kBlock>
 __device__ __forceinline__ void sm90_fp8_gemm_1d1d_impl(uint32_t shape_m, uint32_t shape_n, uint32_t shape_k,
                                                         const float* c, float* d, uint32_t ld_d,
                                                         const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
-                                                        const CUtensorMap* tmap_sfa, const CUtensorMap* tmap_sfb) {
+                                                        const CUtensorMap* tmap_sfa, const CUtensorMap* tmap_sfb,
+                                                        const CUtensorMap* tmap_a_tail = nullptr,
+                                                        const CUtensorMap* tmap_sfa_tail = nullptr) {
     using namespace sm90;
     constexpr uint32_t kNumMathWG = kBlockM / 64;
     constexpr uint32_t kNumMathThreads = kNumMathWG * 128;
     static_assert(register_budgets_fit(kNumMathThreads, kProducerRegs, kMathRegs), "setmaxnreg budgets over the entry allocation");
     static_assert(kBlockM == 64 || kBlockM == 128, "BLOCK_M is 64 or 128");
     static_assert(kBlockN % 8 == 0 && kBlockN >= 8 && kBlockN <= 256, "BLOCK_N: multiple of 8 in [8, 256]");
-    static_assert(!kFitM || kCluster == 1, "boxes fit to M: cluster 1");
+    constexpr bool kTailBoxes = kMBoxes == MBoxes::kTail;
+    static_assert(kMBoxes == MBoxes::kBlock || kCluster == 1, "boxes of the rows that exist: cluster 1");
     using Layout = Fp8SmemLayout<kBlockM, kBlockN, kStages, true, 0>;
     using Scheduler = TileScheduler<GemmType::kNormal, kBlockM, kBlockN, kGroupN, kCluster>;
 
@@ -107,15 +110,21 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d1d_impl(uint32_t shape_m, uint32
     const Layout smem(smem_raw);
 
     gemm_kernel_setup<Layout, kStages, kNumMathWG * 4, kCluster>(smem, kNumMathThreads, tmap_a, tmap_b, tmap_sfa,
-                                                                 tmap_sfb);
+                                                                 tmap_sfb, tmap_a_tail, tmap_sfa_tail);
 
     if (threadIdx.x >= kNumMathThreads) {
         ptx::setmaxnreg_dec<kProducerRegs>();
-        const BoxRows box = box_rows<kFitM, kBlockM>(m);
-        if (threadIdx.x == kNumMathThreads)
-            producer_loop<Layout, Scheduler, kBlockM, kBlockN, kStages, kCluster, true>(
+        const BoxRows box = box_rows<kMBoxes, kBlockM>(m);
+        TailMaps tail{};
+        if constexpr (kTailBoxes) {
+            const BoxRows rows = tail_box_rows<kBlockM>(m);
+            tail = {tmap_a_tail, tmap_sfa_tail, tail_first_row<kBlockM>(m), Layout::stage_tx_bytes(rows.a, rows.sfa)};
+        }
+        if (threadIdx.x == kNumMathThreads) {
+            producer_loop<Layout, Scheduler, kBlockM, kBlockN, kStages, kCluster, true, false, true, kTailBoxes>(
                 smem, Scheduler(m, n), num_k_blocks, tmap_a, tmap_b, tmap_sfa, tmap_sfb,
-                Layout::stage_tx_bytes(box.a, box.sfa));
+                Layout::stage_tx_bytes(box.a, box.sfa), tail);
+        }
         __syncwarp();
     } else {
         ptx::setmaxnreg_inc<kMathRegs>();

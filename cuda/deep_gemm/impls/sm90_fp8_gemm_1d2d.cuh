@@ -272,8 +272,8 @@ struct SfaRowsGlobal {
 //   kDynamicTiles  m-grouped only: tiles after a CTA's first are claimed from `tile_counter`
 //                 (one int32, zero at launch) instead of the static stride (see
 //                 scheduler/tile_scheduler.cuh).
-//   kFitM         dense, cluster 1, M < BLOCK_M: the A and SFA boxes cover only the rows
-//                 that exist (box_rows in common/sm90_fp8_core.cuh).
+//   kMBoxes       dense, cluster 1: how the A and SFA boxes cover the rows (MBoxes in
+//                 common/sm90_fp8_core.cuh); kTail takes tmap_a_tail / tmap_sfa_tail.
 //   kSfaFromGlobal  dense overlapped schedule only: SFA from `sfa_global` (tmap_sfa unused,
 //                 may be null), each thread loading its two rows' scales (and the SFB) one K
 //                 block ahead, instead of the TMA bringing them into the stage.
@@ -281,7 +281,7 @@ struct SfaRowsGlobal {
 template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
           uint32_t kStages, uint32_t kCluster, uint32_t kGroupN, bool kOverlapMma = false,
           GemmType kGemmType = GemmType::kNormal, bool kSfaFromGlobal = false, bool kDynamicTiles = false,
-          bool kFitM = false>
+          sm90::MBoxes kMBoxes = sm90::MBoxes::kBlock>
 __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32_t shape_n, uint32_t shape_k,
                                                         const float* __restrict__ sfb,
                                                         const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
@@ -289,7 +289,9 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                                                         const int* grouped_layout = nullptr,
                                                         uint32_t num_groups = 1, uint32_t align_m = 1,
                                                         __nv_bfloat16* d = nullptr, uint32_t ld_d = 0,
-                                                        SfaRowsGlobal sfa_global = {}, int* tile_counter = nullptr) {
+                                                        SfaRowsGlobal sfa_global = {}, int* tile_counter = nullptr,
+                                                        const CUtensorMap* tmap_a_tail = nullptr,
+                                                        const CUtensorMap* tmap_sfa_tail = nullptr) {
     using namespace sm90;
     constexpr uint32_t kNumMathWG = kBlockM == 64 ? 1 : 2;
     constexpr uint32_t kSlabs = kBlockM / 64 / kNumMathWG;  // 64-row wgmma slabs per warpgroup
@@ -302,7 +304,9 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     static_assert(!kOverlapMma || kBlockN <= 128, "two accumulators need BLOCK_N <= 128");
     static_assert(!kSfaFromGlobal || (kOverlapMma && kGemmType == GemmType::kNormal),
                   "scales from global memory: the dense overlapped schedule only");
-    static_assert(!kFitM || (kGemmType == GemmType::kNormal && kCluster == 1), "boxes fit to M: dense, cluster 1");
+    constexpr bool kTailBoxes = kMBoxes == MBoxes::kTail;
+    static_assert(kMBoxes == MBoxes::kBlock || (kGemmType == GemmType::kNormal && kCluster == 1),
+                  "boxes of the rows that exist: dense, cluster 1");
     // m-grouped: the producer hands its tiles to the math warpgroups (tile slots), so the
     // schedule's layout reads and group walk stay off their path between two tiles. Dense
     // GEMMs measured slower that way (NOTES.md, session 8): their walk is a few integer
@@ -343,21 +347,30 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     const Layout smem(smem_raw);
 
     if constexpr (kSfaFromGlobal)
-        gemm_kernel_setup<Layout, kStages, kNumMathWG * 4, kCluster>(smem, kNumMathThreads, tmap_a, tmap_b, tmap_d);
+        gemm_kernel_setup<Layout, kStages, kNumMathWG * 4, kCluster>(smem, kNumMathThreads, tmap_a, tmap_b, tmap_d,
+                                                                     tmap_a_tail);
     else
-        gemm_kernel_setup<Layout, kStages, kNumMathWG * 4, kCluster>(smem, kNumMathThreads, tmap_a, tmap_b, tmap_sfa, tmap_d);
+        gemm_kernel_setup<Layout, kStages, kNumMathWG * 4, kCluster>(smem, kNumMathThreads, tmap_a, tmap_b, tmap_sfa,
+                                                                     tmap_d, tmap_a_tail, tmap_sfa_tail);
 
     if (threadIdx.x >= kNumMathThreads) {
         // ---- TMA producer warpgroup ----
         ptx::setmaxnreg_dec<kProdRegs>();
         // Without the TMA's SFA (kSfaFromGlobal: the math threads read it) the stage carries
         // no SFA bytes.
-        const BoxRows box = box_rows<kFitM, kBlockM>(m);
+        const BoxRows box = box_rows<kMBoxes, kBlockM>(m);
         const uint32_t tx = Layout::stage_tx_bytes(box.a, kSfaFromGlobal ? 0u : box.sfa);
-        if (threadIdx.x == kNumMathThreads)
-            producer_loop<Layout, Scheduler, kBlockM, kBlockN, kStages, kCluster, false, kTileSlots, !kSfaFromGlobal>(
-                smem, Scheduler(m, n, grouped_layout, num_groups, align_m, tile_counter), num_k_blocks, tmap_a, tmap_b,
-                tmap_sfa, nullptr, tx);
+        TailMaps tail{};
+        if constexpr (kTailBoxes) {
+            const BoxRows rows = tail_box_rows<kBlockM>(m);
+            tail = {tmap_a_tail, tmap_sfa_tail, tail_first_row<kBlockM>(m),
+                    Layout::stage_tx_bytes(rows.a, kSfaFromGlobal ? 0u : rows.sfa)};
+        }
+        if (threadIdx.x == kNumMathThreads) {
+            producer_loop<Layout, Scheduler, kBlockM, kBlockN, kStages, kCluster, false, kTileSlots, !kSfaFromGlobal,
+                          kTailBoxes>(smem, Scheduler(m, n, grouped_layout, num_groups, align_m, tile_counter),
+                                      num_k_blocks, tmap_a, tmap_b, tmap_sfa, nullptr, tx, tail);
+        }
         __syncwarp();
     } else {
         // ---- math warpgroups ----
