@@ -129,7 +129,7 @@ def test_per_token_scales_are_read_as_given_only_by_small_m_overlapped_bf16_kern
     for fp32, m, n, k, overlap, fits, maps, takes_pointer, pair_fits, block_m in rows:
         assert fits == (not fp32 and m <= 64 and overlap == 1), (fp32, m, n, k)
         loaded = -(-m // block_m) * block_m
-        tail_maps = 2 if m > block_m and (loaded - m) * 8 >= loaded else 0  # (test_boxes_cover_...)
+        tail_maps = 2 if m > block_m and loaded - m >= 48 and (loaded - m) * 8 >= loaded else 0  # (test_boxes_...)
         assert maps == (3 if fits else 4) + tail_maps and takes_pointer == fits and pair_fits == 0, (fp32, m, n, k)
     assert any(r[5] for r in rows) and any(r[1] <= 64 and not r[0] and not r[5] for r in rows)  # both kinds seen
 
@@ -166,8 +166,8 @@ def _fit_rows(rows: int) -> tuple[int, int]:
 def test_boxes_cover_only_the_rows_that_exist(tmp_path):
     """Dense GEMMs, cluster 1. M < BLOCK_M: A and SFA boxes of the rows that exist (A rounded
     up to 8, SFA to 4), in a kernel of its own ("_fm"). M > BLOCK_M where BLOCK_M-row boxes
-    would bring at least 1/8 of their rows from past M: the last m-block loads through two
-    more tensor maps with such boxes ("_tm"). Each kernel expects its boxes' bytes per stage.
+    would bring at least 48 rows of the last m-block and 1/8 of all their rows from past M:
+    the last m-block loads through two more tensor maps with such boxes ("_tm"). Each kernel expects its boxes' bytes per stage.
     Otherwise, and for cluster pairs, BLOCK_M rows (per CTA of the pair for A)."""
     rows = [tuple(map(int, line.split())) for line in _run_driver(tmp_path, "box", BOX_DRIVER).splitlines()]
     assert len(rows) == 68
@@ -176,7 +176,7 @@ def test_boxes_cover_only_the_rows_that_exist(tmp_path):
         where = (fp32, m, cluster, block_m)
         loaded = -(-m // block_m) * block_m
         fit = cluster == 1 and m < block_m
-        tail = cluster == 1 and m > block_m and (loaded - m) * 8 >= loaded
+        tail = cluster == 1 and m > block_m and loaded - m >= 48 and (loaded - m) * 8 >= loaded
         assert (a_rows, sfa_rows) == (_fit_rows(m) if fit else (block_m // cluster, block_m)), where
         assert num_maps == (6 if tail else 4), where
         if tail:

@@ -131,15 +131,17 @@ inline double sm90_fp8_multicast_fraction(int num_m, int num_n, int group_n) {
 }
 
 // Whether a dense GEMM with M > BLOCK_M should load its last m-block through tail boxes
-// (cfg.tail_m, sm90_fp8_tail_box_rows): where BLOCK_M-row boxes would bring at least 1/8 of
-// their rows from past M. Measured on the H200 (NOTES.md, 2026-12-01 session 21), GPU us per call:
-// 129 x 2112 x 7168 27.3 -> 14.3, 192 x 4096 x 7168 26.0 -> 16.0, 389 x 2112 x 7168 24.6 ->
-// 16.2. With fewer rows past M there is little to gain, and the tail kernel's code is not
-// the same: ptxas allocates the whole kernel anew, and at 4097 x 2112 x 7168 (3% of the rows
-// past M) the 128x192 tail kernel ran 5-10% slower.
+// (cfg.tail_m, sm90_fp8_tail_box_rows): where BLOCK_M-row boxes would bring at least 48
+// rows per last-block tile, and at least 1/8 of all their rows, from past M. Measured on the
+// H200 (NOTES.md, 2026-12-01 session 21), GPU us per call: 129 x 2112 x 7168 28.9 -> 14.4
+// (127 rows past M), 192 x 4096 x 7168 25.9 -> 16.0 (64), 389 x 2112 x 7168 26.1 -> 16.4
+// (123), 65 x 2112 x 7168 (64-row tiles, 63) 15.6 -> 13.0; but 96 x 2112 x 7168 (64-row
+// tiles, 32) 12.4 -> 12.8. Where few rows lie past M there is little to gain, and the tail
+// kernel's code is not the same: ptxas allocates the whole kernel anew, and at 4097 x 2112
+// x 7168 (3% of the rows past M) the 128x192 tail kernel ran 5-10% slower.
 inline bool sm90_fp8_tail_boxes_pay(int m, int block_m) {
     const long rows = static_cast<long>(sm90_fp8_ceil_div(m, block_m)) * block_m;
-    return (rows - m) * 8 >= rows;
+    return rows - m >= 48 && (rows - m) * 8 >= rows;
 }
 
 // Cycle model of one configuration (per SM clocks; only the ranking matters). Per 128-wide
