@@ -235,6 +235,16 @@ struct TailMaps {
     uint32_t first_row = 0;
     uint32_t stage_tx_bytes = 0;
 };
+// A kernel's TailMaps (empty unless kBoxes is kTail); kLoadSfa: whether the TMA loads SFA.
+template <typename Layout, uint32_t kBlockM, MBoxes kBoxes, bool kLoadSfa>
+__device__ __forceinline__ TailMaps tail_maps(uint32_t m, const CUtensorMap* a, const CUtensorMap* sfa) {
+    if constexpr (kBoxes == MBoxes::kTail) {
+        const BoxRows rows = tail_box_rows<kBlockM>(m);
+        return {a, sfa, tail_first_row<kBlockM>(m), Layout::stage_tx_bytes(rows.a, kLoadSfa ? rows.sfa : 0u)};
+    } else {
+        return {};
+    }
+}
 
 // The producer: one thread walks the tile sequence and keeps the ring full. A is loaded in
 // kCluster row slices so that a multicast tile and a local tile use the same tensor map

@@ -96,7 +96,6 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d1d_impl(uint32_t shape_m, uint32
     static_assert(register_budgets_fit(kNumMathThreads, kProducerRegs, kMathRegs), "setmaxnreg budgets over the entry allocation");
     static_assert(kBlockM == 64 || kBlockM == 128, "BLOCK_M is 64 or 128");
     static_assert(kBlockN % 8 == 0 && kBlockN >= 8 && kBlockN <= 256, "BLOCK_N: multiple of 8 in [8, 256]");
-    constexpr bool kTailBoxes = kMBoxes == MBoxes::kTail;
     static_assert(kMBoxes == MBoxes::kBlock || kCluster == 1, "boxes of the rows that exist: cluster 1");
     using Layout = Fp8SmemLayout<kBlockM, kBlockN, kStages, true, 0>;
     using Scheduler = TileScheduler<GemmType::kNormal, kBlockM, kBlockN, kGroupN, kCluster>;
@@ -115,16 +114,12 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d1d_impl(uint32_t shape_m, uint32
     if (threadIdx.x >= kNumMathThreads) {
         ptx::setmaxnreg_dec<kProducerRegs>();
         const BoxRows box = box_rows<kMBoxes, kBlockM>(m);
-        TailMaps tail{};
-        if constexpr (kTailBoxes) {
-            const BoxRows rows = tail_box_rows<kBlockM>(m);
-            tail = {tmap_a_tail, tmap_sfa_tail, tail_first_row<kBlockM>(m), Layout::stage_tx_bytes(rows.a, rows.sfa)};
-        }
-        if (threadIdx.x == kNumMathThreads) {
-            producer_loop<Layout, Scheduler, kBlockM, kBlockN, kStages, kCluster, true, false, true, kTailBoxes>(
+        if (threadIdx.x == kNumMathThreads)
+            producer_loop<Layout, Scheduler, kBlockM, kBlockN, kStages, kCluster, true, false, true,
+                          kMBoxes == MBoxes::kTail>(
                 smem, Scheduler(m, n), num_k_blocks, tmap_a, tmap_b, tmap_sfa, tmap_sfb,
-                Layout::stage_tx_bytes(box.a, box.sfa), tail);
-        }
+                Layout::stage_tx_bytes(box.a, box.sfa),
+                tail_maps<Layout, kBlockM, kMBoxes, true>(m, tmap_a_tail, tmap_sfa_tail));
         __syncwarp();
     } else {
         ptx::setmaxnreg_inc<kMathRegs>();

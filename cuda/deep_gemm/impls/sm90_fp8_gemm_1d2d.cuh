@@ -304,7 +304,6 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     static_assert(!kOverlapMma || kBlockN <= 128, "two accumulators need BLOCK_N <= 128");
     static_assert(!kSfaFromGlobal || (kOverlapMma && kGemmType == GemmType::kNormal),
                   "scales from global memory: the dense overlapped schedule only");
-    constexpr bool kTailBoxes = kMBoxes == MBoxes::kTail;
     static_assert(kMBoxes == MBoxes::kBlock || (kGemmType == GemmType::kNormal && kCluster == 1),
                   "boxes of the rows that exist: dense, cluster 1");
     // m-grouped: the producer hands its tiles to the math warpgroups (tile slots), so the
@@ -360,17 +359,11 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
         // no SFA bytes.
         const BoxRows box = box_rows<kMBoxes, kBlockM>(m);
         const uint32_t tx = Layout::stage_tx_bytes(box.a, kSfaFromGlobal ? 0u : box.sfa);
-        TailMaps tail{};
-        if constexpr (kTailBoxes) {
-            const BoxRows rows = tail_box_rows<kBlockM>(m);
-            tail = {tmap_a_tail, tmap_sfa_tail, tail_first_row<kBlockM>(m),
-                    Layout::stage_tx_bytes(rows.a, kSfaFromGlobal ? 0u : rows.sfa)};
-        }
-        if (threadIdx.x == kNumMathThreads) {
+        if (threadIdx.x == kNumMathThreads)
             producer_loop<Layout, Scheduler, kBlockM, kBlockN, kStages, kCluster, false, kTileSlots, !kSfaFromGlobal,
-                          kTailBoxes>(smem, Scheduler(m, n, grouped_layout, num_groups, align_m, tile_counter),
-                                      num_k_blocks, tmap_a, tmap_b, tmap_sfa, nullptr, tx, tail);
-        }
+                          kMBoxes == MBoxes::kTail>(
+                smem, Scheduler(m, n, grouped_layout, num_groups, align_m, tile_counter), num_k_blocks, tmap_a, tmap_b,
+                tmap_sfa, nullptr, tx, tail_maps<Layout, kBlockM, kMBoxes, !kSfaFromGlobal>(m, tmap_a_tail, tmap_sfa_tail));
         __syncwarp();
     } else {
         // ---- math warpgroups ----
