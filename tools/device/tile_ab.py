@@ -7,6 +7,8 @@ by launch (256 MB L2 flush before each, CUDA events), so clock drift hits them a
 Prints the median µs and TFLOP/s of each variant; DG_PRINT_CONFIGS=1 shows the tiles.
 
   python tools/device/tile_ab.py [reps]    (TILE_AB_VARIANTS="1x1 256x128 128x192")
+
+TILE_AB_DENSE="m,n,k m,n,k ..." replaces the dense shapes.
 """
 import os
 import statistics
@@ -19,12 +21,13 @@ from deep_gemm import bench
 REPS = int(sys.argv[1]) if len(sys.argv) > 1 else 20
 VARIANTS = [tuple(int(x) for x in v.split("x")) for v in os.environ.get("TILE_AB_VARIANTS", "1x1 256x128 128x192").split()]
 CASES = os.environ.get("TILE_AB_CASES", "dense contiguous masked").split()
+DENSE = [tuple(int(x) for x in v.split(",")) for v in os.environ.get(
+    "TILE_AB_DENSE", "4096,7168,16384 4096,2112,7168 4096,4096,7168 4096,7168,2048 4096,24576,1536").split()]
 
 
 def builders():
     if "dense" in CASES:
-        for m, n, k in [(4096, 7168, 16384), (4096, 2112, 7168), (4096, 4096, 7168), (4096, 7168, 2048),
-                        (4096, 24576, 1536)]:
+        for m, n, k in DENSE:
             yield f"{m}x{n}x{k}", lambda m=m, n=n, k=k: bench.fp8_case(dg, m, n, k)
     if "contiguous" in CASES:
         for g, em, n, k in bench.CONTIGUOUS_SETS:
