@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <functional>
 #include <mutex>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "../heuristics/sm90_fp8_gemm.hpp"
@@ -187,6 +188,19 @@ void launch_1d2d(const deep_jit::Kernel& kernel, const deep_jit::LaunchConfig& l
     deep_jit::launch(kernel, lc, args...);
 }
 
+// Calls f with the first `count` tensor maps as separate arguments (3 to 6: a launch passes
+// each by value; see h::sm90_fp8_gemm_tensor_maps for which a config has).
+template <typename F>
+void with_maps(const CUtensorMap* ms, size_t count, F&& f) {
+  switch (count) {
+    case 3: return f(ms[0], ms[1], ms[2]);
+    case 4: return f(ms[0], ms[1], ms[2], ms[3]);
+    case 5: return f(ms[0], ms[1], ms[2], ms[3], ms[4]);
+    case 6: return f(ms[0], ms[1], ms[2], ms[3], ms[4], ms[5]);
+    default: throw std::logic_error("deep_gemm: an SM90 FP8 GEMM launch takes 3 to 6 tensor maps");
+  }
+}
+
 inline CUtensorMapDataType tma_dtype(h::Sm90TmaDtype t) {
   switch (t) {
     case h::Sm90TmaDtype::kU8: return CU_TENSOR_MAP_DATA_TYPE_UINT8;
@@ -269,30 +283,22 @@ class Sm90Fp8GemmLauncher {
     lc.cluster_dim = static_cast<unsigned>(e.cfg.cluster);
     lc.pdl = DeviceRuntime::get().pdl() || p.after_own_kernel;
     const auto m = static_cast<uint32_t>(p.m), n = static_cast<uint32_t>(p.n), k = static_cast<uint32_t>(p.k);
-    // With cfg.tail_m the tail maps follow: A's, then SFA's unless sfa_from_global.
-    const bool tail = e.cfg.tail_m;
+    // The maps go last, as many as the config has (cfg.tail_m adds the tail ones).
+    const size_t num_maps = specs.size();
     if (p.fp32_out) {
       const auto* c = static_cast<const float*>(p.c);
       auto* d = static_cast<float*>(p.d);
       const auto ld_d = static_cast<uint32_t>(p.ld_d);
-      if (tail)
-        deep_jit::launch(*e.kernel, lc, m, n, k, c, d, ld_d, maps[0], maps[1], maps[2], maps[3], maps[4], maps[5]);
-      else
-        deep_jit::launch(*e.kernel, lc, m, n, k, c, d, ld_d, maps[0], maps[1], maps[2], maps[3]);
+      detail::with_maps(maps, num_maps, [&](const auto&... ms) { deep_jit::launch(*e.kernel, lc, m, n, k, c, d, ld_d, ms...); });
     } else if (e.cfg.sfa_from_global) {
       const auto* sfb = static_cast<const float*>(p.sfb);
       const auto* sfa = static_cast<const float*>(p.sfa);
-      if (tail)
-        detail::launch_1d2d(*e.kernel, lc, m, n, k, sfb, sfa, p.sfa_stride_m, p.sfa_stride_k, maps[0], maps[1], maps[2],
-                            maps[3]);
-      else
-        detail::launch_1d2d(*e.kernel, lc, m, n, k, sfb, sfa, p.sfa_stride_m, p.sfa_stride_k, maps[0], maps[1], maps[2]);
+      detail::with_maps(maps, num_maps, [&](const auto&... ms) {
+        detail::launch_1d2d(*e.kernel, lc, m, n, k, sfb, sfa, p.sfa_stride_m, p.sfa_stride_k, ms...);
+      });
     } else {
       const auto* sfb = static_cast<const float*>(p.sfb);
-      if (tail)
-        detail::launch_1d2d(*e.kernel, lc, m, n, k, sfb, maps[0], maps[1], maps[2], maps[3], maps[4], maps[5]);
-      else
-        detail::launch_1d2d(*e.kernel, lc, m, n, k, sfb, maps[0], maps[1], maps[2], maps[3]);
+      detail::with_maps(maps, num_maps, [&](const auto&... ms) { detail::launch_1d2d(*e.kernel, lc, m, n, k, sfb, ms...); });
     }
   }
 
