@@ -173,12 +173,13 @@ def test_fp8_gemm_nt_1d2d_matches_reference(m, n, k):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k", [(4097, 2112, 7168), (129, 576, 1536), (7, 7168, 2048), (129, 576, 640),
-                                   (1, 4096, 7168), (16, 256, 512), (64, 2112, 7168), (65, 576, 1536)])
+                                   (1, 4096, 7168), (16, 256, 512), (64, 2112, 7168), (65, 576, 1536),
+                                   (128, 24576, 1536), (200, 2112, 7168)])
 def test_fp8_gemm_sfa_layouts_agree(m, n, k):
     """Every SFA layout gives the same bits: per-token ([M, K/128]), a padded row pitch and
-    an MN-major view with an unaligned pitch are converted on the GPU, or, for M <= 64, read
-    as given by the kernel ("_sg" kernels); prepared (MN-major, TMA-aligned) SFA is used as
-    it is."""
+    an MN-major view with an unaligned pitch are converted on the GPU, or, for M <= 128, read
+    as given by the kernel ("_sg" kernels: overlapped, and plain at 128 x 24576 x 1536);
+    prepared (MN-major, TMA-aligned) SFA is used as it is."""
     torch.manual_seed(m + n + k)
     a, b = _quantized(m, n, k)
     kb = k // 128
@@ -197,7 +198,7 @@ def test_fp8_gemm_sfa_layouts_agree(m, n, k):
         assert calc_diff(d, ref) < 1e-3, name
         outs[name] = d
     assert all(torch.equal(outs["per-token"], d) for d in outs.values())
-    if m <= 64:  # (a larger M never takes it: tests/test_warmup.py checks the choice)
+    if m <= 128:  # (a larger M never takes it: tests/test_warmup.py checks the choice)
         assert any("_sg" in x and f"n{n}k{k}_" in x for x in deepgemm_loaded()), deepgemm_loaded()
 
 

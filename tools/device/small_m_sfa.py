@@ -1,7 +1,7 @@
 """Small-M FP8 GEMMs with per-token scales: read as given against converted per call.
 
 Run once as is and once with DG_SM90_FP8_SFA_FROM_GLOBAL=0 (the knob is read once per
-process). Per shape, µs per call: GPU time (50 calls captured in a CUDA graph, replayed
+process); SFA_MS and SFA_NKS pick the rows. Per shape, µs per call: GPU time (50 calls captured in a CUDA graph, replayed
 and timed with events: the kernels and the gaps between them, no host), and host time
 (3000 back-to-back calls, synchronised at the end, median of 3 runs: the bench's
 host_time_per_call_us), for per-token and prepared scales.
@@ -15,8 +15,11 @@ import deep_gemm
 from deep_gemm.bench import host_time_per_call_us
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
 
-SHAPES = [(m, n, k) for m in (1, 16, 64) for (n, k) in ((2112, 7168), (24576, 1536), (7168, 16384), (4096, 7168),
-                                                          (7168, 2048), (256, 512))]
+# SFA_MS / SFA_NKS (space-separated, "N,K" pairs) replace the default rows.
+MS = [int(x) for x in os.environ.get("SFA_MS", "1 16 64").split()]
+NKS = [tuple(int(v) for v in x.split(",")) for x in
+       os.environ.get("SFA_NKS", "2112,7168 24576,1536 7168,16384 4096,7168 7168,2048 256,512").split()]
+SHAPES = [(m, n, k) for m in MS for (n, k) in NKS]
 
 
 def gpu_us(fn, calls=50, reps=20):

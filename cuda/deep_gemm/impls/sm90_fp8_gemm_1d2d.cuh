@@ -274,9 +274,10 @@ struct SfaRowsGlobal {
 //                 scheduler/tile_scheduler.cuh).
 //   kMBoxes       dense, cluster 1: how the A and SFA boxes cover the rows (MBoxes in
 //                 common/sm90_fp8_core.cuh); kTail takes tmap_a_tail / tmap_sfa_tail.
-//   kSfaFromGlobal  dense overlapped schedule only: SFA from `sfa_global` (tmap_sfa unused,
-//                 may be null), each thread loading its two rows' scales (and the SFB) one K
-//                 block ahead, instead of the TMA bringing them into the stage.
+//   kSfaFromGlobal  dense, one slab per warpgroup (kBlockM <= 128; overlapped or plain
+//                 schedule): SFA from `sfa_global` (tmap_sfa unused, may be null), each thread
+//                 loading its two rows' scales (and the SFB) one K block ahead, instead of the
+//                 TMA bringing them into the stage.
 // Block: 128 * (min(kBlockM / 64, 2) + 1) threads; dynamic smem: Fp8SmemLayout<...>::kDynamicBytes.
 template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
           uint32_t kStages, uint32_t kCluster, uint32_t kGroupN, bool kOverlapMma = false,
@@ -302,8 +303,8 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "BLOCK_N: multiple of 16 in [16, 256]");
     static_assert(sm90_1d2d::kAtMostTwoSfbBlocks<kBlockN>, "a tile may span three SFB blocks");
     static_assert(!kOverlapMma || kBlockN <= 128, "two accumulators need BLOCK_N <= 128");
-    static_assert(!kSfaFromGlobal || (kOverlapMma && kGemmType == GemmType::kNormal),
-                  "scales from global memory: the dense overlapped schedule only");
+    static_assert(!kSfaFromGlobal || ((kOverlapMma || kSlabs == 1) && kGemmType == GemmType::kNormal),
+                  "scales from global memory: dense, one slab per warpgroup");
     static_assert(kMBoxes == MBoxes::kBlock || (kGemmType == GemmType::kNormal && kCluster == 1),
                   "boxes of the rows that exist: dense, cluster 1");
     // m-grouped: the producer hands its tiles to the math warpgroups (tile slots), so the
@@ -454,12 +455,28 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                 float sfb_0, sfb_1;
                 if constexpr (kEarlyNext) sfb_0 = first_sfb_0, sfb_1 = first_sfb_1;
                 else sfb_0 = __ldg(sfb_row0), sfb_1 = __ldg(sfb_row1);
+                // kSfaFromGlobal (one slab): this thread's two rows of SFA, loaded one K block
+                // ahead like the SFB (rows past M read row M - 1; the TMA zero-filled them).
+                const float* sfa_row_lo = nullptr;
+                const float* sfa_row_hi = nullptr;
+                float sfa_lo_g = 0.0f, sfa_hi_g = 0.0f;
+                if constexpr (kSfaFromGlobal) {
+                    sfa_row_lo = sfa_global.base + static_cast<size_t>(min(m0 + row_lo, m - 1)) * sfa_global.stride_m;
+                    sfa_row_hi = sfa_global.base + static_cast<size_t>(min(m0 + row_lo + 8, m - 1)) * sfa_global.stride_m;
+                    sfa_lo_g = __ldg(sfa_row_lo);
+                    sfa_hi_g = __ldg(sfa_row_hi);
+                }
                 auto k_block = [&](uint32_t kb, auto first) {
                     constexpr bool kFirst = decltype(first)::value;
                     const uint32_t s = pipe.stage;
                     // Prefetch the next block's SFB while this one computes (L1-resident rows).
                     const uint32_t kb_next = min(kb + 1, num_k_blocks - 1);
                     const float next_0 = __ldg(sfb_row0 + kb_next), next_1 = __ldg(sfb_row1 + kb_next);
+                    float next_sfa_lo = 0.0f, next_sfa_hi = 0.0f;
+                    if constexpr (kSfaFromGlobal) {
+                        next_sfa_lo = __ldg(sfa_row_lo + kb_next * sfa_global.stride_k);
+                        next_sfa_hi = __ldg(sfa_row_hi + kb_next * sfa_global.stride_k);
+                    }
                     // The stage's wgmma descriptors are computed before its full-barrier wait, so
                     // that fewer instructions sit between the data landing and the first wgmma.
                     // Measured on the H200 (NOTES.md, 2026-12-01 session 18): 4096x7168x16384
@@ -475,14 +492,16 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                     DG_TILE_TRACE(if (kb == 0) trace_tile_stamp(trace_i, 1);)
 #pragma unroll
                     for (uint32_t sl = 0; sl < kActive; ++sl) {
-                        const float sfa_lo = smem.sfa(s)[row_lo + sl * kSlabStride];
-                        const float sfa_hi = smem.sfa(s)[row_lo + sl * kSlabStride + 8];
+                        const float sfa_lo = kSfaFromGlobal ? sfa_lo_g : smem.sfa(s)[row_lo + sl * kSlabStride];
+                        const float sfa_hi = kSfaFromGlobal ? sfa_hi_g : smem.sfa(s)[row_lo + sl * kSlabStride + 8];
                         mma_k_block<kBlockN>(desc_a[sl], desc_b, acc);
                         if (sl == kActive - 1) release_stage<kCluster>(smem.empty(s), lane, tile.peer_alive);
                         sm90_1d2d::promote<kBlockN, kFirst>(result[sl], acc, sfa_lo, sfa_hi, sfb_0, sfb_1, cols);
                     }
                     sfb_0 = next_0;
                     sfb_1 = next_1;
+                    sfa_lo_g = next_sfa_lo;
+                    sfa_hi_g = next_sfa_hi;
                     pipe.advance();
                 };
                 uint32_t kb = 0;
