@@ -105,7 +105,7 @@ using namespace deep_gemm::heuristics;
 int main() {
   const std::pair<int, int> nks[] = {{2112, 7168}, {24576, 1536}, {256, 512}, {7168, 16384}};
   for (int fp32 : {0, 1})
-    for (int m : {1, 16, 64, 65, 128, 129})
+    for (int m : {1, 16, 64, 65, 128, 384, 385})
       for (const auto& [n, k] : nks) {
         Sm90Fp8GemmConfig c = choose_sm90_fp8_gemm_config(m, n, k, 132, fp32 != 0);
         const bool fits = sm90_fp8_sfa_from_global_fits(c, m);
@@ -122,20 +122,20 @@ int main() {
 
 
 def test_per_token_scales_are_read_as_given_only_by_small_m_bf16_kernels(tmp_path):
-    """M <= 128, bf16 out, one slab per warpgroup (block_m <= 128, overlapped or plain
+    """M <= 384, bf16 out, one slab per warpgroup (block_m <= 128, overlapped or plain
     schedule), cluster 1: the kernel takes the SFA pointer and strides (no SFA tensor map);
     everything else keeps the TMA-loaded layout."""
     rows = [tuple(map(int, line.split())) for line in _run_driver(tmp_path, "sfa", SFA_DRIVER).splitlines()]
-    assert len(rows) == 48
+    assert len(rows) == 56
     for fp32, m, n, k, _overlap, fits, maps, takes_pointer, pair_fits, block_m in rows:
-        assert fits == (not fp32 and m <= 128 and block_m <= 128), (fp32, m, n, k)
+        assert fits == (not fp32 and m <= 384 and block_m <= 128), (fp32, m, n, k)
         loaded = -(-m // block_m) * block_m
         tail = m > block_m and loaded - m >= 48 and (loaded - m) * 8 >= loaded  # (test_boxes_...)
         tail_maps = (1 if fits else 2) if tail else 0  # A's, and SFA's unless read as given
         assert maps == (3 if fits else 4) + tail_maps and takes_pointer == fits and pair_fits == 0, (fp32, m, n, k)
     # Seen: the overlapped and the plain schedule reading them, and a bf16 M past the limit.
     assert any(r[5] and r[4] for r in rows) and any(r[5] and not r[4] for r in rows)
-    assert any(r[1] > 128 and not r[0] and not r[5] for r in rows)
+    assert any(r[1] > 384 and not r[0] and not r[5] for r in rows)
 
 
 BOX_DRIVER = r"""

@@ -234,7 +234,7 @@ def fp8_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, tor
     ``d = c + A @ B^T`` in fp32 (``c`` may be ``d``). Scales may come in any layout:
     per-row scales not already MN-major and TMA-aligned (see
     :func:`get_mn_major_tma_aligned_tensor`) are read as given by the bf16 kernel at
-    M <= 128 (where its tiles have at most 128 rows) and otherwise converted on the GPU on
+    M <= 384 (where its tiles have at most 128 rows) and otherwise converted on the GPU on
     every call, so pass prepared ones on hot paths. ``disable_ue8m0_cast`` has no effect on SM90
     (fp32 scales, no UE8M0 packing).
     """

@@ -323,14 +323,15 @@ inline std::string trace_tiles_suffix() { return trace_tiles() ? "_trace" : ""; 
 // that dominates a small-M call. Up to this M the dense 1D2D kernel instead reads them
 // where they are (each math thread its two rows, one K block ahead, in the overlapped or
 // the plain one-slab schedule: block_m <= 128). Cluster 1 only (cluster pairs are a
-// tuning knob here, and untested with it). Measured on the H200, GPU us per call against
-// converting: session 19 (M <= 64, overlapped) 1-3 us less in 13 of 15 shapes, 2.8 us more
-// at 1 x 2112 x 7168; session 22 (the plain schedule added) 0-26% less in all 15 shapes at
-// M = 96 and 128, and 3% less on the 128 x 24576 x 1536 bench row (128x192 tiles, plain).
-// At M = 192-512 it was 1-19% faster in 11 of 15 shapes but up to 11% slower in three
-// (192 x 7168 x 16384, 512 x 4096 x 7168, 512 x 7168 x 2048), so larger M keeps the
-// conversion (NOTES.md, 2026-12-01 session 22).
-constexpr int kSm90Fp8SfaFromGlobalMaxM = 128;
+// tuning knob here, and untested with it). Measured on the H200 against converting, GPU
+// time per call (NOTES.md, 2026-12-01 sessions 19 and 22):
+//   - bench protocol (L2 flushed, launches interleaved; tools/device/sfa_given_ab.py), 40
+//     shapes at M = 1-512: up to 19% less at M <= 384, nowhere more than 2% more (noise);
+//   - back to back in a CUDA graph (tools/device/small_m_sfa.py): up to 26% less at M <=
+//     384 but for 192 x 7168 x 16384 (9% more, where the same kernel read 7% apart in two
+//     processes); at M = 512, 6-11% more in two of five shapes.
+// So up to M = 384.
+constexpr int kSm90Fp8SfaFromGlobalMaxM = 384;
 inline bool sm90_fp8_sfa_from_global_fits(const Sm90Fp8GemmConfig& c, int m) {
     return c.kind == Sm90Fp8Kind::k1D2D && c.gemm_type == 0 && c.block_m <= 128 && c.cluster == 1 &&
            m <= kSm90Fp8SfaFromGlobalMaxM;
