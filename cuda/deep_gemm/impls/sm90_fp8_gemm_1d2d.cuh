@@ -457,8 +457,8 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                 else sfb_0 = __ldg(sfb_row0), sfb_1 = __ldg(sfb_row1);
                 // kSfaFromGlobal (one slab): this thread's two rows of SFA, loaded one K block
                 // ahead like the SFB (rows past M read row M - 1; the TMA zero-filled them).
-                const float* sfa_row_lo = nullptr;
-                const float* sfa_row_hi = nullptr;
+                [[maybe_unused]] const float* sfa_row_lo = nullptr;
+                [[maybe_unused]] const float* sfa_row_hi = nullptr;
                 float sfa_lo_g = 0.0f, sfa_hi_g = 0.0f;
                 if constexpr (kSfaFromGlobal) {
                     sfa_row_lo = sfa_global.base + static_cast<size_t>(min(m0 + row_lo, m - 1)) * sfa_global.stride_m;
