@@ -1,10 +1,10 @@
 """Small-M FP8 GEMMs with per-token scales: read as given against converted per call.
 
 Run once as is and once with DG_SM90_FP8_SFA_FROM_GLOBAL=0 (the knob is read once per
-process); SFA_MS and SFA_NKS pick the rows. Per shape, µs per call: GPU time (50 calls captured in a CUDA graph, replayed
-and timed with events: the kernels and the gaps between them, no host), and host time
-(3000 back-to-back calls, synchronised at the end, median of 3 runs: the bench's
-host_time_per_call_us), for per-token and prepared scales.
+process); SFA_MS and SFA_NKS pick the rows. Per shape, µs per call: GPU time (50 calls
+captured in a CUDA graph, replayed and timed with events: the kernels and the gaps
+between them, no host), and host time (3000 back-to-back calls, synchronised at the end,
+median of 3 runs: the bench's host_time_per_call_us), for per-token and prepared scales.
 """
 import os
 import statistics
