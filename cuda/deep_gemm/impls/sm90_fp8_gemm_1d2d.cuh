@@ -244,9 +244,16 @@ struct SlabCount {
 // strides (elements), as per-token quantisation leaves them. Used where converting them to
 // the TMA layout would cost a kernel launch and an allocation per call (small M, see the
 // host heuristics).
+// Each math thread reads its two rows' scales, one K block ahead (both K-loop schedules).
 struct SfaRowsGlobal {
     const float* base = nullptr;
     uint32_t stride_m = 0, stride_k = 0;
+    // Row `row` of a GEMM with m rows: rows past M read row M - 1, whose scale then
+    // multiplies the zeros the TMA filled in.
+    __device__ __forceinline__ const float* row_of(uint32_t row, uint32_t m) const {
+        return base + static_cast<size_t>(min(row, m - 1)) * stride_m;
+    }
+    __device__ __forceinline__ float at(const float* row_ptr, uint32_t kb) const { return __ldg(row_ptr + kb * stride_k); }
 };
 
 // Template parameters:
@@ -456,15 +463,15 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                 if constexpr (kEarlyNext) sfb_0 = first_sfb_0, sfb_1 = first_sfb_1;
                 else sfb_0 = __ldg(sfb_row0), sfb_1 = __ldg(sfb_row1);
                 // kSfaFromGlobal (one slab): this thread's two rows of SFA, loaded one K block
-                // ahead like the SFB (rows past M read row M - 1; the TMA zero-filled them).
+                // ahead like the SFB.
                 [[maybe_unused]] const float* sfa_row_lo = nullptr;
                 [[maybe_unused]] const float* sfa_row_hi = nullptr;
                 float sfa_lo_g = 0.0f, sfa_hi_g = 0.0f;
                 if constexpr (kSfaFromGlobal) {
-                    sfa_row_lo = sfa_global.base + static_cast<size_t>(min(m0 + row_lo, m - 1)) * sfa_global.stride_m;
-                    sfa_row_hi = sfa_global.base + static_cast<size_t>(min(m0 + row_lo + 8, m - 1)) * sfa_global.stride_m;
-                    sfa_lo_g = __ldg(sfa_row_lo);
-                    sfa_hi_g = __ldg(sfa_row_hi);
+                    sfa_row_lo = sfa_global.row_of(m0 + row_lo, m);
+                    sfa_row_hi = sfa_global.row_of(m0 + row_lo + 8, m);
+                    sfa_lo_g = sfa_global.at(sfa_row_lo, 0);
+                    sfa_hi_g = sfa_global.at(sfa_row_hi, 0);
                 }
                 auto k_block = [&](uint32_t kb, auto first) {
                     constexpr bool kFirst = decltype(first)::value;
@@ -474,8 +481,8 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                     const float next_0 = __ldg(sfb_row0 + kb_next), next_1 = __ldg(sfb_row1 + kb_next);
                     float next_sfa_lo = 0.0f, next_sfa_hi = 0.0f;
                     if constexpr (kSfaFromGlobal) {
-                        next_sfa_lo = __ldg(sfa_row_lo + kb_next * sfa_global.stride_k);
-                        next_sfa_hi = __ldg(sfa_row_hi + kb_next * sfa_global.stride_k);
+                        next_sfa_lo = sfa_global.at(sfa_row_lo, kb_next);
+                        next_sfa_hi = sfa_global.at(sfa_row_hi, kb_next);
                     }
                     // The stage's wgmma descriptors are computed before its full-barrier wait, so
                     // that fewer instructions sit between the data landing and the first wgmma.
@@ -516,8 +523,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                 // wgmmas into one accumulator (not waited for).
                 struct Scales { float sfa_lo, sfa_hi, sfb_0, sfb_1; };
                 PipeState<kStages> rel = pipe;
-                // kSfaFromGlobal: this thread's two rows of SFA (rows past M read row M - 1,
-                // whose scale then multiplies the zeros the TMA filled in). Every scale of
+                // kSfaFromGlobal: this thread's two rows of SFA. Every scale of
                 // K block kb + 1 is loaded while block kb is issued: at small M the loop is
                 // latency-bound and a global load waited for in the same block showed (1 x
                 // 2112 x 7168 measured 20.5 us against 16.7 with the scales in the stage).
@@ -525,12 +531,12 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                 const float* sfa_row_hi = nullptr;
                 Scales ahead{};
                 auto load_ahead = [&](uint32_t kb) {
-                    ahead = {__ldg(sfa_row_lo + kb * sfa_global.stride_k), __ldg(sfa_row_hi + kb * sfa_global.stride_k),
-                             __ldg(sfb_row0 + kb), __ldg(sfb_row1 + kb)};
+                    ahead = {sfa_global.at(sfa_row_lo, kb), sfa_global.at(sfa_row_hi, kb), __ldg(sfb_row0 + kb),
+                             __ldg(sfb_row1 + kb)};
                 };
                 if constexpr (kSfaFromGlobal) {
-                    sfa_row_lo = sfa_global.base + static_cast<size_t>(min(m0 + row_lo, m - 1)) * sfa_global.stride_m;
-                    sfa_row_hi = sfa_global.base + static_cast<size_t>(min(m0 + row_lo + 8, m - 1)) * sfa_global.stride_m;
+                    sfa_row_lo = sfa_global.row_of(m0 + row_lo, m);
+                    sfa_row_hi = sfa_global.row_of(m0 + row_lo + 8, m);
                     load_ahead(0);
                 }
                 auto issue = [&](uint32_t kb, float (&a)[kBlockN / 2], Scales& sc) {
