@@ -48,6 +48,11 @@ __device__ __forceinline__ void store_pair(float* d, const float* c, uint32_t ld
 // One tile's K loop, shared by the dense and k-grouped kernels: `result` (zeroed here)
 // accumulates every K block's wgmmas promoted with both scales; each stage is handed back
 // once its SFB has been read.
+// The SFB reads are generic-proxy loads from a buffer that the TMA (async proxy) refills
+// once the stage is released, so a proxy fence orders them before the release. Without it
+// ptxas (CUDA 13.0) issues the arrive right behind the last SFB `LDS`, and that read can land
+// after the refill: while the other warpgroup's epilogue kept the LSU busy, runs on the H200
+// scaled one K block's last 8 columns with the next block's SFB (docs/NOTES.md, session 23).
 template <uint32_t kBlockN, uint32_t kStages, uint32_t kCluster, typename Layout>
 __device__ __forceinline__ void accumulate_tile(float (&result)[kBlockN / 2], float (&acc)[kBlockN / 2],
                                                 const Layout& smem, const sm90::StageDescs<Layout>& descs,
@@ -63,6 +68,7 @@ __device__ __forceinline__ void accumulate_tile(float (&result)[kBlockN / 2], fl
         // SFB is read from the stage before releasing it.
         promote<kBlockN>(result, acc, sfa_lo, sfa_hi, smem.sfb(s), lane);
         __syncwarp();  // every lane's SFB reads precede lane 0's release
+        ptx::fence_proxy_async_smem();
         sm90::release_stage<kCluster>(smem.empty(s), lane, peer_alive);
     }
 }
