@@ -411,19 +411,22 @@ def test_all_groups_empty_writes_c_or_zeros():
 
 
 @pytest.mark.gpu
-def test_deterministic():
-    ks = _draw_ks(8, 1024, seed=3)
-    p = Problem(7168, 2048, ks, seed=3)
-    c = torch.randn(8, 7168, 2048, device="cuda")
-    outs = []
-    for _ in range(2):
+@pytest.mark.parametrize("g,m,n", [(8, 7168, 2048), (16, 2112, 4096)])
+def test_deterministic(g, m, n):
+    """Many runs, bitwise: a stage's SFB read landing after the TMA refilled the stage showed
+    up in about one run in four on the 16-group problem (docs/NOTES.md, session 23)."""
+    ks = _draw_ks(g, 1024, seed=3, empty=(0,))
+    p = Problem(m, n, ks, seed=3)
+    c = torch.randn(g, m, n, device="cuda")
+    first = torch.full_like(c, float("nan"))
+    p.nt(first, c=c)
+    for run in range(1, 12):
         d = torch.full_like(c, float("nan"))
         p.nt(d, c=c)
-        outs.append(d)
+        assert torch.equal(d, first), f"run {run} differs from run 0"
     d = c.clone()
     p.nt(d, c=d)
-    torch.cuda.synchronize()
-    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], d)
+    assert torch.equal(d, first), "c = d differs from c separate"
 
 
 @pytest.mark.gpu

@@ -15,6 +15,11 @@ for f in /tmp/dgcache/cache/*/kernel.cubin; do
   n=$(basename "$(dirname "$f")"); s=$(cuobjdump --dump-sass "$f")
   echo "$n QGMMA=$(grep -c QGMMA <<<"$s") LDL=$(grep -c 'LDL' <<<"$s") STL=$(grep -c 'STL' <<<"$s")"
 done > "$OUT/sass.txt"; grep -E "LDL=[1-9]|STL=[1-9]" "$OUT/sass.txt"; echo "$(wc -l < "$OUT/sass.txt") kernels checked"
+# Stage releases issued with a shared-memory read still in flight (tools/sass_release_check.py).
+for f in /tmp/dgcache/cache/*/kernel.cubin; do
+  n=$(basename "$(dirname "$f")"); cuobjdump --dump-sass "$f" | python3 tools/sass_release_check.py "${n%%-*}"
+done > "$OUT/sass_releases.txt"
+echo "releases with an LDS in flight: $(wc -l < "$OUT/sass_releases.txt"), in $(cut -d: -f1 "$OUT/sass_releases.txt" | sort -u | tr '\n' ' ')"
 if [ -n "${DG_SANITIZE:-}" ]; then
   # memcheck of the 256-row m-grouped paths (contiguous tiles split at their middle row,
   # slabs skipped, direct row stores) and of the dense paths of tools/device/sanitize_new_paths.py.
