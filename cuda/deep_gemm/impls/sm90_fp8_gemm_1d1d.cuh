@@ -13,13 +13,31 @@ namespace deep_gemm {
 
 namespace sm90_1d1d {
 
-// result += acc * sfa[row] * sfb[col]; SFB comes from this stage's shared-memory slice.
+// This thread's SFB pairs of a stage: columns j * 8 + (lane % 4) * 2 and + 1, j < kBlockN / 8.
+template <uint32_t kBlockN>
+struct SfbPairs {
+    float2 v[kBlockN / 8];
+    __device__ __forceinline__ SfbPairs(const float* sfb_stage, uint32_t lane) {
+#pragma unroll
+        for (uint32_t j = 0; j < kBlockN / 8; ++j)
+            v[j] = *reinterpret_cast<const float2*>(sfb_stage + j * 8 + (lane % 4) * 2);
+    }
+    // A value that depends on every pair (for release_stage_after_reads).
+    __device__ __forceinline__ uint32_t bits() const {
+        uint32_t x = 0;
+#pragma unroll
+        for (uint32_t j = 0; j < kBlockN / 8; ++j) x ^= sm90::bits_of(v[j].x, v[j].y);
+        return x;
+    }
+};
+
+// result += acc * sfa[row] * sfb[col].
 template <uint32_t kBlockN>
 __device__ __forceinline__ void promote(float (&result)[kBlockN / 2], const float (&acc)[kBlockN / 2],
-                                        float sfa_lo, float sfa_hi, const float* sfb_stage, uint32_t lane) {
+                                        float sfa_lo, float sfa_hi, const SfbPairs<kBlockN>& sfb) {
 #pragma unroll
     for (uint32_t j = 0; j < kBlockN / 8; ++j) {
-        const float2 sb = *reinterpret_cast<const float2*>(sfb_stage + j * 8 + (lane % 4) * 2);
+        const float2 sb = sfb.v[j];
         result[4 * j + 0] = fmaf(acc[4 * j + 0] * sb.x, sfa_lo, result[4 * j + 0]);
         result[4 * j + 1] = fmaf(acc[4 * j + 1] * sb.y, sfa_lo, result[4 * j + 1]);
         result[4 * j + 2] = fmaf(acc[4 * j + 2] * sb.x, sfa_hi, result[4 * j + 2]);
@@ -46,30 +64,26 @@ __device__ __forceinline__ void store_pair(float* d, uint32_t ld, uint32_t row, 
 }
 
 // One tile's K loop, shared by the dense and k-grouped kernels: `result` (zeroed here)
-// accumulates every K block's wgmmas promoted with both scales; each stage is handed back
-// once its SFB has been read.
-// The SFB reads are generic-proxy loads from a buffer that the TMA (async proxy) refills
-// once the stage is released, so a proxy fence orders them before the release. Without it
-// ptxas (CUDA 13.0) issues the arrive right behind the last SFB `LDS`, and that read can land
-// after the refill: while the other warpgroup's epilogue kept the LSU busy, runs on the H200
-// scaled one K block's last 8 columns with the next block's SFB (docs/NOTES.md, session 23).
+// accumulates every K block's wgmmas promoted with both scales. The stage's scales are read
+// before its wgmmas are issued (their latency hides under the wgmmas), and the stage is
+// handed back once those reads are in registers (release_stage_after_reads). `warp`: this
+// thread's math warp (0 .. 4 * warpgroups - 1).
 template <uint32_t kBlockN, uint32_t kStages, uint32_t kCluster, typename Layout>
 __device__ __forceinline__ void accumulate_tile(float (&result)[kBlockN / 2], float (&acc)[kBlockN / 2],
                                                 const Layout& smem, const sm90::StageDescs<Layout>& descs,
                                                 sm90::PipeState<kStages>& pipe, uint32_t num_k_blocks,
-                                                uint32_t row_lo, uint32_t lane, bool peer_alive) {
+                                                uint32_t row_lo, uint32_t warp, uint32_t lane, bool peer_alive) {
 #pragma unroll
     for (uint32_t i = 0; i < kBlockN / 2; ++i) result[i] = 0.0f;
     for (uint32_t kb = 0; kb < num_k_blocks; ++kb, pipe.advance()) {
         const uint32_t s = pipe.stage;
         ptx::mbar_wait(smem.full(s), pipe.phase);
         const float sfa_lo = smem.sfa(s)[row_lo], sfa_hi = smem.sfa(s)[row_lo + 8];
+        const SfbPairs<kBlockN> sfb(smem.sfb(s), lane);
         sm90::mma_k_block<kBlockN>(descs.a(s), descs.b(s), acc);
-        // SFB is read from the stage before releasing it.
-        promote<kBlockN>(result, acc, sfa_lo, sfa_hi, smem.sfb(s), lane);
-        __syncwarp();  // every lane's SFB reads precede lane 0's release
-        ptx::fence_proxy_async_smem();
-        sm90::release_stage<kCluster>(smem.empty(s), lane, peer_alive);
+        sm90::release_stage_after_reads<kCluster>(smem.empty(s), smem.reads_done(warp),
+                                                  sfb.bits() ^ sm90::bits_of(sfa_lo, sfa_hi), lane, peer_alive);
+        promote<kBlockN>(result, acc, sfa_lo, sfa_hi, sfb);
     }
 }
 
@@ -154,7 +168,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d1d_impl(uint32_t shape_m, uint32
         while (sched.next(tile)) {
             const uint32_t m0 = tile.m_block * kBlockM, n0 = tile.n_block * kBlockN;
             sm90_1d1d::accumulate_tile<kBlockN, kStages, kCluster>(result, acc, smem, descs, pipe, num_k_blocks,
-                                                                   row_lo, lane, tile.peer_alive);
+                                                                   row_lo, wg * 4 + warp, lane, tile.peer_alive);
             sm90_1d1d::store_tile<kBlockN>(result, d, c, ld_d, m0 + row_lo, n0, m, n, lane);
         }
     }

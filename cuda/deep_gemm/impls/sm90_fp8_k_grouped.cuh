@@ -139,7 +139,7 @@ __device__ __forceinline__ void sm90_fp8_k_grouped_impl(uint32_t shape_m, uint32
             const uint32_t num_k_blocks = args.k_blocks[g];
             const uint32_t m0 = m_block * kBlockM, n0 = n_block * kBlockN;
             sm90_1d1d::accumulate_tile<kBlockN, kStages, 1>(result, acc, smem, descs, pipe, num_k_blocks, row_lo,
-                                                            lane, true);
+                                                            wg * 4 + warp, lane, true);
             // Group g's slice of C / D; an empty group stores C (or zeros).
             float* d_g = d + g * group_elems;
             const float* c_g = c != nullptr ? c + g * group_elems : nullptr;

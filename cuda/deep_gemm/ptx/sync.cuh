@@ -21,6 +21,11 @@ __device__ __forceinline__ void fence_proxy_async_smem() {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
+// st.shared of one word, kept by the compiler (see sm90::release_stage_after_reads).
+__device__ __forceinline__ void st_shared_u32(uint32_t* p, uint32_t value) {
+    asm volatile("st.shared.u32 [%0], %1;" :: "r"(smem_addr(p)), "r"(value) : "memory");
+}
+
 // Named barrier among `count` threads (a multiple of 32); id 0 is __syncthreads'.
 __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t count) {
     asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(count) : "memory");
