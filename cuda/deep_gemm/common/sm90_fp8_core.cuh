@@ -384,7 +384,7 @@ __device__ __forceinline__ void release_stage(uint64_t* empty, uint32_t lane, bo
 template <uint32_t kCluster>
 __device__ __forceinline__ void release_stage_after_reads(uint64_t* empty, uint32_t* word, uint32_t reads,
                                                           uint32_t lane, bool peer_alive) {
-    if (lane == 0) ptx::st_shared_u32(word, reads);
+    ptx::st_shared_u32(word, reads);  // every lane, to the same word: no branch around it
     release_stage<kCluster>(empty, lane, peer_alive);
 }
 

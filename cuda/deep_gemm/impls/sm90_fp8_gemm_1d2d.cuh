@@ -497,12 +497,18 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
 
                     ptx::mbar_wait(smem.full(s), pipe.phase);
                     DG_TILE_TRACE(if (kb == 0) trace_tile_stamp(trace_i, 1);)
+                    uint32_t reads = 0;  // the stage's SFA reads (release_stage_after_reads)
 #pragma unroll
                     for (uint32_t sl = 0; sl < kActive; ++sl) {
                         const float sfa_lo = kSfaFromGlobal ? sfa_lo_g : smem.sfa(s)[row_lo + sl * kSlabStride];
                         const float sfa_hi = kSfaFromGlobal ? sfa_hi_g : smem.sfa(s)[row_lo + sl * kSlabStride + 8];
+                        reads ^= bits_of(sfa_lo, sfa_hi);
                         mma_k_block<kBlockN>(desc_a[sl], desc_b, acc);
-                        if (sl == kActive - 1) release_stage<kCluster>(smem.empty(s), lane, tile.peer_alive);
+                        if (sl == kActive - 1) {
+                            if constexpr (kSfaFromGlobal) release_stage<kCluster>(smem.empty(s), lane, tile.peer_alive);
+                            else release_stage_after_reads<kCluster>(smem.empty(s), smem.reads_done(wg * 4 + warp), reads,
+                                                                     lane, tile.peer_alive);
+                        }
                         sm90_1d2d::promote<kBlockN, kFirst>(result[sl], acc, sfa_lo, sfa_hi, sfb_0, sfb_1, cols);
                     }
                     sfb_0 = next_0;
@@ -562,13 +568,15 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                 };
                 // `finish` waits for the only group in flight and hands its stage back;
                 // `promote` then folds a completed accumulator into the result.
-                auto finish = [&](float (&a)[kBlockN / 2]) {
+                auto finish = [&](float (&a)[kBlockN / 2], const Scales& sc) {
                     // The result FFMAs of the promotion issued just before must not sink
                     // below the wait (they are what overlaps the tensor cores).
                     ptx::fence_operands(result[0]);
                     ptx::wgmma_wait<0>();
                     ptx::fence_operands(a);
-                    release_stage<kCluster>(smem.empty(rel.stage), lane, tile.peer_alive);
+                    if constexpr (kSfaFromGlobal) release_stage<kCluster>(smem.empty(rel.stage), lane, tile.peer_alive);
+                    else release_stage_after_reads<kCluster>(smem.empty(rel.stage), smem.reads_done(wg * 4 + warp),
+                                                             bits_of(sc.sfa_lo, sc.sfa_hi), lane, tile.peer_alive);
                     rel.advance();
                 };
                 auto promote = [&](const float (&a)[kBlockN / 2], const Scales& sc) {
@@ -587,20 +595,20 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                 uint32_t kb = 1;
                 if (num_k_blocks > 0) {
                     issue(0, acc, sc0);
-                    finish(acc);
+                    finish(acc, sc0);
                 }
                 for (; kb + 1 < num_k_blocks; kb += 2) {
                     issue(kb, acc2, sc1);
                     promote(acc, sc0);
-                    finish(acc2);
+                    finish(acc2, sc1);
                     issue(kb + 1, acc, sc0);
                     promote(acc2, sc1);
-                    finish(acc);
+                    finish(acc, sc0);
                 }
                 if (kb < num_k_blocks) {
                     issue(kb, acc2, sc1);
                     promote(acc, sc0);
-                    finish(acc2);
+                    finish(acc2, sc1);
                     promote(acc2, sc1);
                 } else if (num_k_blocks > 0) {
                     promote(acc, sc0);
