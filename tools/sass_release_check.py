@@ -2,17 +2,17 @@
 
 A math warp releases a stage with an mbarrier arrive (`SYNCS.ARRIVE.TRANS64.A1T0` in the
 SASS); the producer may then refill the stage with the TMA. An `LDS` of that stage must
-have read shared memory by then. ptxas (CUDA 13.0) does not make the arrive wait for an
-earlier `LDS` whose result is only used later: the read can then land after the TMA wrote
-the next K block's data (session 23: the 1D1D kernels read the last SFB pair of a stage
-this way and, one run in three, scaled one K block's last 8 columns with the next
-block's scales). This check reads `cuobjdump --dump-sass` text and, going through each
-kernel in address order, reports every consumer arrive that is issued while an `LDS`
-result has not been waited for (its write scoreboard not yet in any later instruction's
-wait mask, no MEMBAR since). It follows straight-line order only, which is where these
-reads sit, and cannot tell which stage an LDS reads: in the 1D2D kernels' overlapped
-schedule it also lists the SFA read of the stage whose wgmmas were just issued, released
-only after those wgmmas complete (see docs/NOTES.md, session 23).
+have read shared memory by then, and ptxas (CUDA 13.0) does not make the arrive wait for an
+earlier `LDS` whose result is only used later: the TMA's refill can then overtake the read
+(session 23: the 1D1D kernels scaled one K block's last columns with the next block's SFB,
+in up to every run, while the other warpgroup's epilogue kept the LSU busy). The
+kernels therefore release through sm90::release_stage_after_reads, which stores a value of
+the reads before the arrive. This check reads `cuobjdump --dump-sass` text and, going
+through each kernel in address order, reports every consumer arrive issued while an `LDS`
+result has not been waited for (its write scoreboard in no later instruction's wait mask,
+no MEMBAR since). It follows straight-line order only, which is where these reads sit, and
+cannot tell which stage an LDS reads: a finding is a read to look at, and every kernel of
+main is expected to have none.
 
   cuobjdump --dump-sass kernel.cubin | python tools/sass_release_check.py [NAME]
   exit status: 0 clean, 1 an arrive with an LDS in flight (each printed)

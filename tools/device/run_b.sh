@@ -19,7 +19,7 @@ done > "$OUT/sass.txt"; grep -E "LDL=[1-9]|STL=[1-9]" "$OUT/sass.txt"; echo "$(w
 for f in /tmp/dgcache/cache/*/kernel.cubin; do
   n=$(basename "$(dirname "$f")"); cuobjdump --dump-sass "$f" | python3 tools/sass_release_check.py "${n%%-*}"
 done > "$OUT/sass_releases.txt"
-echo "releases with an LDS in flight: $(wc -l < "$OUT/sass_releases.txt"), in $(cut -d: -f1 "$OUT/sass_releases.txt" | sort -u | tr '\n' ' ')"
+echo "stage releases with an LDS in flight (expected 0): $(wc -l < "$OUT/sass_releases.txt") $(cut -d: -f1 "$OUT/sass_releases.txt" | sort -u | tr '\n' ' ')"
 if [ -n "${DG_SANITIZE:-}" ]; then
   # memcheck of the 256-row m-grouped paths (contiguous tiles split at their middle row,
   # slabs skipped, direct row stores) and of the dense paths of tools/device/sanitize_new_paths.py.
