@@ -84,16 +84,16 @@ struct Sm90Fp8GemmConfig {
     double est_cycles = 0.0;     // model estimate used for the choice
 };
 
-inline int sm90_fp8_ceil_div(long a, long b) { return static_cast<int>((a + b - 1) / b); }
-inline int sm90_fp8_align(long a, long b) { return sm90_fp8_ceil_div(a, b) * static_cast<int>(b); }
+constexpr int sm90_fp8_ceil_div(long a, long b) { return static_cast<int>((a + b - 1) / b); }
+constexpr int sm90_fp8_align(long a, long b) { return sm90_fp8_ceil_div(a, b) * static_cast<int>(b); }
 
 // Largest TMA swizzle (128/64/32 bytes) that tiles a row of `row_bytes` exactly.
 inline int sm90_fp8_epilogue_swizzle(int row_bytes) {
     return row_bytes % 128 == 0 ? 128 : row_bytes % 64 == 0 ? 64 : row_bytes % 32 == 0 ? 32 : 0;
 }
 
-// Mirrors Fp8SmemLayout<...>::kDynamicBytes.
-inline int sm90_fp8_smem_bytes(Sm90Fp8Kind kind, int bm, int bn, int stages) {
+// Mirrors Fp8SmemLayout<...>::kDynamicBytes (tests/test_smem_layout_mirror.py compares them).
+constexpr int sm90_fp8_smem_bytes(Sm90Fp8Kind kind, int bm, int bn, int stages) {
     const bool is_1d1d = kind == Sm90Fp8Kind::k1D1D;
     const int d = is_1d1d ? 0 : sm90_fp8_align(bm * bn * 2, 1024);
     const int stage = bm * 128 + bn * 128 + sm90_fp8_align(bm * 4, 128) +
@@ -312,6 +312,13 @@ inline bool trace_tiles() {
     return on;
 }
 inline std::string trace_tiles_define() { return trace_tiles() ? "#define DG_TRACE_TILES 1\n" : ""; }
+
+// The launch's dynamic shared memory, for the kernel's compile-time check that its layout
+// fits (sm90::launch_smem_fits): a host mirror that fell behind the layout fails to compile
+// instead of overrunning shared memory.
+inline std::string smem_bytes_define(const Sm90Fp8GemmConfig& c) {
+    return "#define DG_SMEM_BYTES " + std::to_string(c.smem_bytes) + "\n";
+}
 // Closes the entry's parameter list and opens its body (taking the stamp buffer when tracing).
 inline std::string entry_params_close() {
     return trace_tiles() ? ", unsigned long long* trace_tiles_buf) {\n    deep_gemm::sm90::g_trace_tiles = trace_tiles_buf;\n"
@@ -356,7 +363,7 @@ inline std::string sm90_fp8_gemm_source(const Sm90Fp8GemmConfig& c, int compiled
                                : !m_boxes.empty() ? std::string(", deep_gemm::GemmType::kNormal, ") +
                                                         (c.sfa_from_global ? "true" : "false") + ", false, " + m_boxes
                                : c.sfa_from_global ? ", deep_gemm::GemmType::kNormal, true" : "");
-    std::string s = is_1d1d ? std::string() : trace_tiles_define();
+    std::string s = smem_bytes_define(c) + (is_1d1d ? std::string() : trace_tiles_define());
     s += "#include <deep_gemm/impls/" + impl + ".cuh>\n\n";
     // The bound is always 384 threads: a fixed register cap at entry (168) that the
     // setmaxnreg pair then redistributes; block_m 64 kernels launch 256 of them.
@@ -533,7 +540,7 @@ inline std::string sm90_fp8_grouped_source(const Sm90Fp8GemmConfig& c, int compi
                               std::to_string(c.group_n) + "u, " + (c.mma_overlap ? "true" : "false") +
                               ", deep_gemm::GemmType::" + sm90_grouped_type_name(c.gemm_type) +
                               (c.dynamic_tiles ? ", false, true" : "");
-    std::string s = trace_tiles_define();
+    std::string s = smem_bytes_define(c) + trace_tiles_define();
     s += "#include <deep_gemm/impls/sm90_fp8_gemm_1d2d.cuh>\n\n";
     s += "extern \"C\" __global__ void __launch_bounds__(384, 1)\n";
     s += "dg_entry(uint32_t m, uint32_t n, uint32_t k, const float* sfb, const int* grouped_layout,\n"

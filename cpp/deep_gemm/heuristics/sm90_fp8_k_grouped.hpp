@@ -71,7 +71,7 @@ inline std::string sm90_fp8_k_grouped_source(const Sm90Fp8GemmConfig& c, int com
                               std::to_string(c.block_m) + "u, " + std::to_string(c.block_n) + "u, " +
                               std::to_string(c.stages) + "u, " + std::to_string(c.group_n) + "u, " +
                               std::to_string(kSm90KGroupedMaxGroups) + "u";
-    std::string s;
+    std::string s = smem_bytes_define(c);
     s += "#include <deep_gemm/impls/sm90_fp8_k_grouped.cuh>\n\n";
     // Same fixed 384-thread bound as the dense kernels (block_m 64 launches 256 of them).
     s += "extern \"C\" __global__ void __launch_bounds__(384, 1)\n";

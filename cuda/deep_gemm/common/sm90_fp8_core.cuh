@@ -109,6 +109,18 @@ struct Fp8SmemLayout {
     }
 };
 
+// Whether the launch's dynamic shared memory holds Layout: the generated kernel source
+// defines DG_SMEM_BYTES as the host's count (cpp/.../sm90_fp8_gemm.hpp, smem_bytes), so a
+// mirror that fell behind the layout fails to compile instead of overrunning.
+template <typename Layout>
+constexpr bool launch_smem_fits() {
+#ifdef DG_SMEM_BYTES
+    return Layout::kDynamicBytes <= DG_SMEM_BYTES;
+#else
+    return true;
+#endif
+}
+
 // Stage index and mbarrier phase parity of a ring of kStages buffers.
 template <uint32_t kStages>
 struct PipeState {

@@ -92,8 +92,8 @@ __device__ __forceinline__ void accumulate_tile(float (&result)[kBlockN / 2], fl
 // compiler cannot hoist a load of C above an earlier store of D: taken pair by pair, each
 // pair waited one memory latency (64 per tile at BLOCK_N 128). Each element is read and
 // written by the same thread only, so loading them all first is exact. Measured on the H200
-// (docs/NOTES.md, session 23): k-grouped wgrad 553 -> 708 TFLOP/s, dense 4096x7168x2048
-// with FP32 += 376 -> 230 us.
+// (docs/NOTES.md, session 23, with the K loop of 482728d): k-grouped wgrad 553 -> 708
+// TFLOP/s, dense 4096x7168x2048 with FP32 += 376 -> 230 us.
 template <uint32_t kBlockN>
 __device__ __forceinline__ void store_tile(const float (&result)[kBlockN / 2], float* d, const float* c, uint32_t ld,
                                            uint32_t r, uint32_t n0, uint32_t m, uint32_t n, uint32_t lane) {
@@ -133,6 +133,8 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d1d_impl(uint32_t shape_m, uint32
     static_assert(kBlockN % 8 == 0 && kBlockN >= 8 && kBlockN <= 256, "BLOCK_N: multiple of 8 in [8, 256]");
     static_assert(kMBoxes == MBoxes::kBlock || kCluster == 1, "boxes of the rows that exist: cluster 1");
     using Layout = Fp8SmemLayout<kBlockM, kBlockN, kStages, true, 0>;
+    static_assert(kNumMathWG * 4 <= Layout::kMaxMathWarps, "a reads_done word per math warp");
+    static_assert(launch_smem_fits<Layout>(), "the launch allocates less shared memory than this layout");
     using Scheduler = TileScheduler<GemmType::kNormal, kBlockM, kBlockN, kGroupN, kCluster>;
 
     const uint32_t m = shape_dim<kShapeM>(shape_m);

@@ -320,6 +320,8 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     // operations, which the math warpgroups keep doing themselves.
     constexpr bool kTileSlots = kGemmType != GemmType::kNormal;
     using Layout = Fp8SmemLayout<kBlockM, kBlockN, kStages, false, kBlockM * kBlockN * 2, kTileSlots>;
+    static_assert(kNumMathWG * 4 <= Layout::kMaxMathWarps, "a reads_done word per math warp");
+    static_assert(launch_smem_fits<Layout>(), "the launch allocates less shared memory than this layout");
     using Scheduler = TileScheduler<kGemmType, kBlockM, kBlockN, kGroupN, kCluster, kDynamicTiles>;
     // The group-walking schedulers (masked, psum) keep a cursor in the producer thread,
     // which spilled at 40 registers: give it 56 and the math warpgroups 224 (the same 64K
