@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent
 DIST = ROOT / "dist"
 BUILD_TORCH = os.environ.get("DG_BUILD_TORCH", "torch==2.13.0")
 TEST_TORCH = os.environ.get("DG_TEST_TORCH", BUILD_TORCH)
+SASS_TOOLS = ("nvidia-cuda-cuobjdump>=13,<14", "nvidia-cuda-nvdisasm>=13,<14")
 # Libraries the wheel must not bundle: torch's, the driver, the nvidia-* wheels.
 AUDITWHEEL_EXCLUDES = ["libtorch*.so*", "libc10*.so*", "libcuda.so*", "libnvrtc*.so*", "libcudart*.so*"]
 COPY_IGNORE = shutil.ignore_patterns(".git", ".nox", "dist", "build", "__pycache__", "*.egg-info", ".whl", ".gl")
@@ -87,6 +88,8 @@ def tests(session: nox.Session) -> None:
     wheel = _only_wheel()
     session.install(TEST_TORCH)
     session.install(f"{wheel}[test]")
+    # cuobjdump and nvdisasm for tests/test_sass.py (the kernels' machine code, no GPU needed).
+    session.install(*SASS_TOOLS)
     # Run from tests/ so the source tree's src/deep_gemm can never shadow the installed package.
     session.chdir(ROOT / "tests")
     session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *session.posargs)
