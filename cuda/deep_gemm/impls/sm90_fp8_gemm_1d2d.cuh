@@ -448,6 +448,14 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
             }
             if constexpr (!kPeelFirst) zero_slabs(SlabCount<0>{});
 
+            // Hands stage s back once this warp's SFA reads of it (`reads`, their bits) are in
+            // registers; with kSfaFromGlobal the stage holds no scales to wait for.
+            auto release_after_sfa = [&](uint32_t s, uint32_t reads) {
+                if constexpr (kSfaFromGlobal) release_stage<kCluster>(smem.empty(s), lane, tile.peer_alive);
+                else release_stage_after_reads<kCluster>(smem.empty(s), smem.reads_done(wg * 4 + warp), reads, lane,
+                                                         tile.peer_alive);
+            };
+
             // Plain schedule over the first kActive slabs (0: only keep the pipeline moving):
             // per K block and slab, four wgmmas into `acc`, waited for, then promoted.
             auto plain_k_loop = [&](auto active, auto cols) {
@@ -506,11 +514,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                         const float sfa_hi = kSfaFromGlobal ? sfa_hi_g : smem.sfa(s)[row_lo + sl * kSlabStride + 8];
                         reads ^= bits_of(sfa_lo, sfa_hi);
                         mma_k_block<kBlockN>(desc_a[sl], desc_b, acc);
-                        if (sl == kActive - 1) {
-                            if constexpr (kSfaFromGlobal) release_stage<kCluster>(smem.empty(s), lane, tile.peer_alive);
-                            else release_stage_after_reads<kCluster>(smem.empty(s), smem.reads_done(wg * 4 + warp), reads,
-                                                                     lane, tile.peer_alive);
-                        }
+                        if (sl == kActive - 1) release_after_sfa(s, reads);
                         sm90_1d2d::promote<kBlockN, kFirst>(result[sl], acc, sfa_lo, sfa_hi, sfb_0, sfb_1, cols);
                     }
                     sfb_0 = next_0;
@@ -576,9 +580,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                     ptx::fence_operands(result[0]);
                     ptx::wgmma_wait<0>();
                     ptx::fence_operands(a);
-                    if constexpr (kSfaFromGlobal) release_stage<kCluster>(smem.empty(rel.stage), lane, tile.peer_alive);
-                    else release_stage_after_reads<kCluster>(smem.empty(rel.stage), smem.reads_done(wg * 4 + warp),
-                                                             bits_of(sc.sfa_lo, sc.sfa_hi), lane, tile.peer_alive);
+                    release_after_sfa(rel.stage, bits_of(sc.sfa_lo, sc.sfa_hi));
                     rel.advance();
                 };
                 auto promote = [&](const float (&a)[kBlockN / 2], const Scales& sc) {
