@@ -100,7 +100,7 @@ constexpr int sm90_fp8_smem_bytes(Sm90Fp8Kind kind, int bm, int bn, int stages) 
                       (is_1d1d ? sm90_fp8_align(bn * 4, 128) : 0);
     // 1D2D: a 32-byte tile slot per stage (used by the m-grouped kernels; dense ones leave it).
     const int tile_slots = is_1d1d ? 0 : stages * 32;
-    const int reads_words = 8 * 4;  // one word per math warp (release_stage_after_reads)
+    const int reads_words = 8 * 32 * 4;  // one word per math thread (release_stage_after_reads)
     return d + stages * stage + 2 * stages * 8 + tile_slots + reads_words + 1024;
 }
 

@@ -47,7 +47,7 @@ constexpr bool register_budgets_fit(uint32_t num_math_threads, uint32_t producer
 // Dynamic shared memory, from a 1024-byte aligned base (the 128B swizzle repeats every
 // 1024 bytes, and TMA and wgmma both apply it on absolute addresses):
 //   [D staging tile] [A x STAGES] [B x STAGES] [SFA x STAGES] [SFB x STAGES] [barriers]
-//   [tile slots x STAGES, with kTileSlots] [one word per math warp: release_stage_after_reads]
+//   [tile slots x STAGES, with kTileSlots] [one word per math thread: release_stage_after_reads]
 // The host mirrors this in cpp/deep_gemm/heuristics/sm90_fp8_gemm.hpp (smem_bytes).
 // kTileSlots: a TileSlot per stage, in which the producer hands its tiles to the math
 // warpgroups (see producer_loop); false where they walk the schedule themselves.
@@ -67,7 +67,7 @@ struct Fp8SmemLayout {
     static constexpr uint32_t kSlotOff = kBarOff + 2 * kStages * 8;  // 16-byte aligned
     static constexpr uint32_t kReadsOff = kSlotOff + (kTileSlots ? kStages * sizeof(TileSlot) : 0u);
     static constexpr uint32_t kMaxMathWarps = 8;
-    static constexpr uint32_t kTotalBytes = kReadsOff + kMaxMathWarps * 4;
+    static constexpr uint32_t kTotalBytes = kReadsOff + kMaxMathWarps * 32 * 4;
     static constexpr uint32_t kDynamicBytes = kTotalBytes + 1024;   // room to align the base
     // Bytes the TMA delivers per stage (out-of-bounds fill counts as delivered) when its A
     // and SFA boxes cover a_rows and sfa_rows rows (0: SFA not loaded by the TMA).
@@ -99,9 +99,10 @@ struct Fp8SmemLayout {
     __device__ __forceinline__ uint64_t* empty(uint32_t s) const {
         return reinterpret_cast<uint64_t*>(base + kBarOff) + kStages + s;
     }
-    // Math warp w's word (w = threadIdx.x / 32 among the math warps).
-    __device__ __forceinline__ uint32_t* reads_done(uint32_t w) const {
-        return reinterpret_cast<uint32_t*>(base + kReadsOff) + w;
+    // The word of lane `lane` of math warp `warp`: one per thread, so that no two threads
+    // ever write the same word (compute-sanitizer racecheck reports none).
+    __device__ __forceinline__ uint32_t* reads_done(uint32_t warp, uint32_t lane) const {
+        return reinterpret_cast<uint32_t*>(base + kReadsOff) + warp * 32 + lane;
     }
     __device__ __forceinline__ TileSlot* tile_slot(uint32_t s) const {
         static_assert(kTileSlots, "this layout has no tile slots");
@@ -387,7 +388,7 @@ __device__ __forceinline__ void release_stage(uint64_t* empty, uint32_t lane, bo
 
 // release_stage, once this warp's shared-memory reads of the stage (LDS of its scales) are
 // back in registers. `reads` is any value computed from all of them (e.g. the XOR of their
-// bits); storing it into the warp's word cannot issue before they are, and the arrive issues
+// bits); storing it into the thread's word cannot issue before they are, and the arrive issues
 // after the store. Without this, ptxas (CUDA 13.0) may issue the arrive while an LDS is still
 // queued, and the TMA refill (async proxy) of the stage can overtake it: measured on the H200
 // while the other warpgroup's epilogue kept the LSU busy, even for an LDS issued before the
@@ -396,7 +397,7 @@ __device__ __forceinline__ void release_stage(uint64_t* empty, uint32_t lane, bo
 template <uint32_t kCluster>
 __device__ __forceinline__ void release_stage_after_reads(uint64_t* empty, uint32_t* word, uint32_t reads,
                                                           uint32_t lane, bool peer_alive) {
-    ptx::st_shared_u32(word, reads);  // every lane, to the same word: no branch around it
+    ptx::st_shared_u32(word, reads);  // every lane, each to its own word: no branch around it
     release_stage<kCluster>(empty, lane, peer_alive);
 }
 

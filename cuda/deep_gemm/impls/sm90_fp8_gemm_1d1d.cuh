@@ -81,7 +81,7 @@ __device__ __forceinline__ void accumulate_tile(float (&result)[kBlockN / 2], fl
         const float sfa_lo = smem.sfa(s)[row_lo], sfa_hi = smem.sfa(s)[row_lo + 8];
         const SfbPairs<kBlockN> sfb(smem.sfb(s), lane);
         sm90::mma_k_block<kBlockN>(descs.a(s), descs.b(s), acc);
-        sm90::release_stage_after_reads<kCluster>(smem.empty(s), smem.reads_done(warp),
+        sm90::release_stage_after_reads<kCluster>(smem.empty(s), smem.reads_done(warp, lane),
                                                   sfb.bits() ^ sm90::bits_of(sfa_lo, sfa_hi), lane, peer_alive);
         promote<kBlockN>(result, acc, sfa_lo, sfa_hi, sfb);
     }
@@ -133,7 +133,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d1d_impl(uint32_t shape_m, uint32
     static_assert(kBlockN % 8 == 0 && kBlockN >= 8 && kBlockN <= 256, "BLOCK_N: multiple of 8 in [8, 256]");
     static_assert(kMBoxes == MBoxes::kBlock || kCluster == 1, "boxes of the rows that exist: cluster 1");
     using Layout = Fp8SmemLayout<kBlockM, kBlockN, kStages, true, 0>;
-    static_assert(kNumMathWG * 4 <= Layout::kMaxMathWarps, "a reads_done word per math warp");
+    static_assert(kNumMathWG * 4 <= Layout::kMaxMathWarps, "reads_done words for every math thread");
     static_assert(launch_smem_fits<Layout>(), "the launch allocates less shared memory than this layout");
     using Scheduler = TileScheduler<GemmType::kNormal, kBlockM, kBlockN, kGroupN, kCluster>;
 

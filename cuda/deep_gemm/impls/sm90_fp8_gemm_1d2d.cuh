@@ -320,7 +320,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     // operations, which the math warpgroups keep doing themselves.
     constexpr bool kTileSlots = kGemmType != GemmType::kNormal;
     using Layout = Fp8SmemLayout<kBlockM, kBlockN, kStages, false, kBlockM * kBlockN * 2, kTileSlots>;
-    static_assert(kNumMathWG * 4 <= Layout::kMaxMathWarps, "a reads_done word per math warp");
+    static_assert(kNumMathWG * 4 <= Layout::kMaxMathWarps, "reads_done words for every math thread");
     static_assert(launch_smem_fits<Layout>(), "the launch allocates less shared memory than this layout");
     using Scheduler = TileScheduler<kGemmType, kBlockM, kBlockN, kGroupN, kCluster, kDynamicTiles>;
     // The group-walking schedulers (masked, psum) keep a cursor in the producer thread,
@@ -452,8 +452,8 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
             // registers; with kSfaFromGlobal the stage holds no scales to wait for.
             auto release_after_sfa = [&](uint32_t s, uint32_t reads) {
                 if constexpr (kSfaFromGlobal) release_stage<kCluster>(smem.empty(s), lane, tile.peer_alive);
-                else release_stage_after_reads<kCluster>(smem.empty(s), smem.reads_done(wg * 4 + warp), reads, lane,
-                                                         tile.peer_alive);
+                else release_stage_after_reads<kCluster>(smem.empty(s), smem.reads_done(wg * 4 + warp, lane), reads,
+                                                         lane, tile.peer_alive);
             };
 
             // Plain schedule over the first kActive slabs (0: only keep the pipeline moving):

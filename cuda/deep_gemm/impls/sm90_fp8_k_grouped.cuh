@@ -79,7 +79,7 @@ __device__ __forceinline__ void sm90_fp8_k_grouped_impl(uint32_t shape_m, uint32
     static_assert(kBlockM == 64 || kBlockM == 128, "BLOCK_M is 64 or 128");
     static_assert(kBlockN % 8 == 0 && kBlockN >= 8 && kBlockN <= 256, "BLOCK_N: multiple of 8 in [8, 256]");
     using Layout = Fp8SmemLayout<kBlockM, kBlockN, kStages, true, 0>;
-    static_assert(kNumMathWG * 4 <= Layout::kMaxMathWarps, "a reads_done word per math warp");
+    static_assert(kNumMathWG * 4 <= Layout::kMaxMathWarps, "reads_done words for every math thread");
     static_assert(launch_smem_fits<Layout>(), "the launch allocates less shared memory than this layout");
     using Scheduler = KGroupedScheduler<kBlockM, kBlockN, kGroupN>;
 
