@@ -5,6 +5,8 @@
 # own process, in alternating order, twice; first come the GPU tests (and memcheck) of
 # every build that is not "old".
 # AB_BUILDS replaces the whole list (e.g. AB_BUILDS="new late": no dist/old needed).
+# The benches build their kernels with DG_JIT_PTXAS_CHECK=1: a kernel that spills fails
+# loudly instead of being timed (session 25 timed two spilling kernels of a variant).
 #   AB_SUITES="grouped" AB_TESTS="test_grouped.py" AB_SANITIZE=1 AB_MORE="late" bash tools/device/wheel_ab.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -31,9 +33,9 @@ for round in 1 2; do
   for v in $builds; do
     for suite in ${AB_SUITES:-grouped}; do
       echo "== $v $suite (round $round)"
-      PYTHONPATH=/tmp/site_$v DG_JIT_CACHE_DIR=/tmp/cache_$v timeout 150 python3 -m deep_gemm.bench --suite "$suite" \
-        --no-peers --skip-extras --json "$OUT/ab_${suite}_${v}_${round}.json" 2>&1 | grep -E "^(fp8|grouped) " \
-        | awk '{print $2, $3, $4, $5, $6, $7, $8}'
+      PYTHONPATH=/tmp/site_$v DG_JIT_CACHE_DIR=/tmp/cache_$v DG_JIT_PTXAS_CHECK=1 timeout 150 python3 -m deep_gemm.bench --suite "$suite" \
+        --no-peers --skip-extras --json "$OUT/ab_${suite}_${v}_${round}.json" 2>&1 | grep -E "^(fp8|grouped) |rror" \
+        | awk '/rror/ {print; next} {print $2, $3, $4, $5, $6, $7, $8}'
     done
   done
 done
