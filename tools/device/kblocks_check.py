@@ -22,14 +22,15 @@ def main():
             ref = (a[0].float() * a[1].repeat_interleave(128, dim=1)[:, :k]) @ (
                 b[0].float() * b[1].repeat_interleave(128, 0).repeat_interleave(128, 1)[:n, :k]
             ).t()
+            diffs = []
             for _ in range(2):  # the second call reuses the cached kernel
                 d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
                 deep_gemm.fp8_gemm_nt(a, b, d)
                 torch.cuda.synchronize()
-                diff = calc_diff(d, ref).item()
-                ok = not d.isnan().any().item() and diff < 1e-3
-                bad += not ok
-            print(f"m={m} n={n} k={k}: diff {diff:.2e} {'OK' if ok else 'FAIL'}", flush=True)
+                diffs.append(float("inf") if d.isnan().any().item() else calc_diff(d, ref).item())
+            ok = max(diffs) < 1e-3
+            bad += not ok
+            print(f"m={m} n={n} k={k}: diff {max(diffs):.2e} {'OK' if ok else 'FAIL'}", flush=True)
     print(f"kblocks_check: {bad} failures")
 
 
