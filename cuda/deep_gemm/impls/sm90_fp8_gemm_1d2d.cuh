@@ -342,8 +342,12 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     // is then not zeroed at the tile's start. Measured on the H200 (NOTES.md, 2026-12-01
     // session 17): 4096x2112x7168 (128x192) 9% faster, masked 6 x ~1024 2.2%, masked
     // 32 x ~192 1.2%, 4096x24576x1536 1.1%, other rows equal, except the contiguous index
-    // layout, 0.7% slower on 4 x ~8192 rows, which keeps the zeroed form.
-    constexpr bool kPeelFirst = kGemmType != GemmType::kMGroupedContiguous;
+    // layout: 0.7% slower on 4 x ~8192 rows (K 7168; 0.6% again in session 26), so it keeps
+    // the zeroed form unless its K is compiled in and at most 16 blocks, where the tile start
+    // weighs more: 8 x ~4096 rows (K 2048) 0.5% faster in six of six paired rounds (session
+    // 26).
+    constexpr bool kPeelFirst =
+        kGemmType != GemmType::kMGroupedContiguous || (kShapeK != 0 && kShapeK <= 16 * kBlockK);
     static_assert(register_budgets_fit(kNumMathThreads, kProdRegs, kMathRegsHere), "setmaxnreg budgets over the entry allocation");
 
     const uint32_t m = shape_dim<kShapeM>(shape_m);
