@@ -5,11 +5,16 @@ treat the number of K blocks per tile modulo the pipeline depth.
   DG_SM90_FP8_BLOCK_M=256 python tools/device/kblocks_check.py
 """
 
+import sys
+
 import torch
 
 import deep_gemm
 from deep_gemm.testing import calc_diff
 from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
+
+sys.path.insert(0, "tests")  # run from the repository root
+from fp8_reference import dequant_blocks, dequant_rows  # noqa: E402
 
 
 def main():
@@ -19,9 +24,7 @@ def main():
         for m, n in ((65, 384), (300, 2112), (4097, 1024)):
             a = per_token_cast_to_fp8(torch.randn(m, k, device="cuda"), use_ue8m0=False)
             b = per_block_cast_to_fp8(torch.randn(n, k, device="cuda"), use_ue8m0=False)
-            ref = (a[0].float() * a[1].repeat_interleave(128, dim=1)[:, :k]) @ (
-                b[0].float() * b[1].repeat_interleave(128, 0).repeat_interleave(128, 1)[:n, :k]
-            ).t()
+            ref = dequant_rows(*a) @ dequant_blocks(*b).t()
             diffs = []
             for _ in range(2):  # the second call reuses the cached kernel
                 d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
