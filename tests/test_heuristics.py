@@ -114,7 +114,7 @@ int main() {
         c.sfa_from_global = fits;
         const bool takes_pointer = sm90_fp8_gemm_source(c, 0, n, k).find("const float* sfa,") != std::string::npos;
         std::printf("%d %d %d %d %d %d %zu %d %d %d\n", fp32, m, n, k, int(c.mma_overlap), int(fits),
-                    sm90_fp8_gemm_tensor_maps(c, m, n, k).size(), int(takes_pointer),
+                    sm90_fp8_gemm_tensor_maps(c, m, n, k, k, k, n).size(), int(takes_pointer),
                     int(sm90_fp8_sfa_from_global_fits(pair, m)), c.block_m);
       }
 }
@@ -148,7 +148,7 @@ int main() {
       for (int cluster : {1, 2})
         for (const auto& c : rank_sm90_fp8_gemm_configs(m, 4096, 7168, 132, fp32 != 0, kSm90MaxSmemBytes, true)) {
           if (c.cluster != cluster) continue;
-          const auto maps = sm90_fp8_gemm_tensor_maps(c, m, 4096, 7168);
+          const auto maps = sm90_fp8_gemm_tensor_maps(c, m, 4096, 7168, 7168, 7168, 4096);
           const std::string name = sm90_fp8_gemm_name(c, 0, 4096, 7168), src = sm90_fp8_gemm_source(c, 0, 4096, 7168);
           const bool takes_maps = src.find("CUtensorMap tmap_a_tail, const __grid_constant__ CUtensorMap tmap_sfa_tail") !=
                                   std::string::npos;

@@ -377,7 +377,7 @@ struct Maps { CUtensorMap m[4]; };
 
 static Maps build_maps(const Case& c, const Buffers& bf) {
     const int ld = c.n + c.ld_pad;
-    const auto specs = sm90_fp8_gemm_tensor_maps(c.cfg, c.m, c.n, c.k, 0, 0, ld);
+    const auto specs = sm90_fp8_gemm_tensor_maps(c.cfg, c.m, c.n, c.k, uint64_t(c.k), uint64_t(c.k), uint64_t(ld));
     void* bases[4] = {bf.a, bf.b, bf.sfa, c.fp32_out ? (void*)bf.sfb : (void*)bf.d()};
     Maps maps;
     for (int i = 0; i < 4; ++i) maps.m[i] = encode_map(specs[i], bases[i]);

@@ -53,6 +53,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -307,7 +308,10 @@ inline Sm90Fp8GemmConfig make_sm90_fp8_gemm_config(bool fp32_out, int bm, int bn
 inline bool trace_tiles() {
     static const bool on = [] {
         const char* v = std::getenv("DG_TRACE_TILES");
-        return v && *v && std::string(v) != "0";
+        if (!v || !*v) return false;
+        const std::string s(v);
+        if (s != "0" && s != "1") throw std::runtime_error("deep_gemm: DG_TRACE_TILES must be 0 or 1, got '" + s + "'");
+        return s == "1";
     }();
     return on;
 }
@@ -437,11 +441,8 @@ inline std::pair<uint32_t, uint32_t> sm90_fp8_tail_box_rows(const Sm90Fp8GemmCon
 // The tensor maps of a launch, in kernel-argument order (after the scalar arguments).
 // Pitches: lda/ldb in bytes (k for packed), ld_d in elements (n for packed).
 inline std::vector<Sm90Fp8TensorMapSpec> sm90_fp8_gemm_tensor_maps(const Sm90Fp8GemmConfig& c, int m, int n, int k,
-                                                                   uint64_t lda_bytes = 0, uint64_t ldb_bytes = 0,
-                                                                   uint64_t ld_d = 0) {
-    if (lda_bytes == 0) lda_bytes = static_cast<uint64_t>(k);
-    if (ldb_bytes == 0) ldb_bytes = static_cast<uint64_t>(k);
-    if (ld_d == 0) ld_d = static_cast<uint64_t>(n);
+                                                                   uint64_t lda_bytes, uint64_t ldb_bytes,
+                                                                   uint64_t ld_d) {
     const uint64_t kb = static_cast<uint64_t>(k / 128);
     const uint64_t m_pad = static_cast<uint64_t>(sm90_fp8_align(m, 4));
     const uint64_t n_pad = static_cast<uint64_t>(sm90_fp8_align(n, 4));

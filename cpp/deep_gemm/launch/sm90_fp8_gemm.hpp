@@ -66,10 +66,7 @@ struct KeyHash {
 };
 
 inline bool print_configs() {
-  static const bool on = [] {
-    const char* v = std::getenv("DG_PRINT_CONFIGS");
-    return v && *v && std::string(v) != "0";
-  }();
+  static const bool on = deep_jit::detail::env_flag("DG_PRINT_CONFIGS");
   return on;
 }
 

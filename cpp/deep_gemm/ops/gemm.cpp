@@ -40,8 +40,8 @@ void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::opti
   chk.size({b, "b"}, 1, k, "K, from a.shape[1]");
   chk.size({d, "d"}, 0, m, "M, from a.shape[0]");
   chk.size({d, "d"}, 1, n, "N, from b.shape[0]");
+  chk.below_2_31({{"M", m}, {"N", n}, {"K", k}});
   check_arg(k > 0 && k % 128 == 0, kOp, "K must be a positive multiple of 128 on SM90, got K = ", k);
-  check_arg(m < (int64_t(1) << 31) && n < (int64_t(1) << 31), kOp, "M and N must be below 2^31, got ", m, " x ", n);
   const bool fp32_out = d.scalar_type() == ScalarType::Float;
   check_arg(fp32_out || d.scalar_type() == ScalarType::BFloat16, kOp,
             "d must be torch.bfloat16 (1D2D kernel) or torch.float32 (1D1D kernel, accumulating into c), got ",
@@ -63,8 +63,18 @@ void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::opti
     chk.dim({*c, "c"}, 2);
     chk.size({*c, "c"}, 0, m, "M");
     chk.size({*c, "c"}, 1, n, "N");
-    check_arg(c->stride(1) == 1 && c->stride(0) == d.stride(0), kOp, "c must have d's layout (row-major, row stride ",
-              d.stride(0), "), got strides ", stride_str(*c));
+  }
+  const auto check_devices = [&] {
+    chk.same_cuda_device({{a, "a"}, {sfa, "sfa"}, {b, "b"}, {sfb, "sfb"}, {d, "d"}});
+    if (c.has_value()) chk.same_cuda_device({{a, "a"}, {*c, "c"}});
+  };
+  if (m == 0 || n == 0) return check_devices();  // an empty d: nothing to compute, no layout rule applies
+
+  chk.distinct_elements({{a, "a"}, {b, "b"}, {d, "d"}});
+  if (c.has_value()) {
+    chk.distinct_elements({*c, "c"});
+    check_arg((c->stride(1) == 1 || n == 1) && (c->stride(0) == d.stride(0) || m == 1), kOp,
+              "c must have d's layout (row-major, row stride ", d.stride(0), "), got strides ", stride_str(*c));
   }
   chk.inner_contiguous({a, "a"}, "K-major (SM90 FP8 wgmma reads K-major A; transposed layouts are not supported)");
   chk.inner_contiguous({b, "b"}, "K-major (SM90 FP8 wgmma reads K-major B; transposed layouts are not supported)");
@@ -72,14 +82,18 @@ void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::opti
   chk.tma_aligned({a, "a"});
   chk.tma_aligned({b, "b"});
   chk.tma_aligned({d, "d"});
-  if (fp32_out) check_arg(d.stride(0) % 2 == 0, kOp, "d's row stride must be even for fp32 output, got ", d.stride(0));
-  else chk.tma_store_columns({d, "d"}, n);
+  if (fp32_out) {
+    // The 1D1D kernel stores column pairs with a 32-bit row pitch (one row: tma_row_pitch's).
+    check_arg(m == 1 || d.stride(0) % 2 == 0, kOp, "d's row stride must be even for fp32 output, got ", d.stride(0));
+    if (m > 1) chk.below_2_31({{"d.stride(0)", d.stride(0)}});
+  } else {
+    chk.tma_store_columns({d, "d"}, n);
+  }
   chk.no_overlap({d, "d"}, {{a, "a"}, {b, "b"}, {sfa, "sfa"}, {sfb, "sfb"}});
   if (c.has_value() && c->data_ptr() != d.data_ptr()) chk.no_overlap({d, "d"}, {{*c, "c"}});
-  chk.same_cuda_device({{a, "a"}, {sfa, "sfa"}, {b, "b"}, {sfb, "sfb"}, {d, "d"}});
-  if (c.has_value()) chk.same_cuda_device({{a, "a"}, {*c, "c"}});
+  check_devices();
 
-  if (is_meta(d) || m == 0 || n == 0) return;  // shape-only run, or nothing to compute
+  if (is_meta(d)) return;  // shape-only run
 
   const Tensor sfb_k = fp32_out ? mn_major_tma_aligned_buffer(sfb, kOp) : (sfb.is_contiguous() ? sfb : torch::stable::contiguous(sfb));
   launch::Sm90Fp8Problem p;
@@ -90,8 +104,10 @@ void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::opti
   // (small M, see heuristics::sm90_fp8_sfa_from_global_fits); otherwise they are converted
   // into fresh storage by our layout kernel (a no-op when the caller prepared them).
   const bool sfa_prepared = is_mn_major_tma_aligned(sfa);
-  p.sfa_from_global = !fp32_out && !sfa_prepared && sfa.stride(0) < (int64_t(1) << 31) &&
-                      sfa.stride(1) < (int64_t(1) << 31);
+  // The kernel indexes as-given scales with 32-bit strides and offsets: only where every
+  // offset fits (the scales' extent below 2^31 elements).
+  p.sfa_from_global = !fp32_out && !sfa_prepared &&
+                      (m - 1) * sfa.stride(0) + (k_blocks - 1) * sfa.stride(1) < (int64_t(1) << 31);
   p.sfa_stride_m = static_cast<uint32_t>(sfa.stride(0));
   p.sfa_stride_k = static_cast<uint32_t>(sfa.stride(1));
   auto& launcher = launch::Sm90Fp8GemmLauncher::get();
@@ -113,6 +129,7 @@ std::string fp8_gemm_build(int64_t m, int64_t n, int64_t k, bool fp32_out, int64
   constexpr const char* op = "fp8_gemm_build";
   check_arg(m > 0 && n > 0 && k > 0 && k % 128 == 0, op, "need M, N > 0 and K a positive multiple of 128, got ", m,
             " x ", n, " x ", k);
+  ArgChecker(op).below_2_31({{"M", m}, {"N", n}, {"K", k}});
   check_arg(num_sms > 0 && num_sms <= 1024, op, "num_sms must be in [1, 1024], got ", num_sms);
   const CompiledDims cd = parse_compiled_dims(compiled_dims, op);
   const auto [mult_m, mult_n] = DeviceRuntime::get().block_size_multiple_of();

@@ -36,20 +36,24 @@ void check_index(const ArgChecker& chk, const Tensor& t, const char* name, int64
   check_arg(t.stride(0) == 1 || len <= 1, op, name, " must be contiguous, got strides ", stride_str(t));
 }
 
-// B [G, N, K] e4m3 K-major, viewable as [G * N, K]; SFB fp32 [G, ceil(N/128), K/128].
-void check_grouped_b(const ArgChecker& chk, const Tensor& b, const Tensor& sfb, int64_t g, int64_t n, int64_t k,
-                     const char* op) {
+// B [G, N, K] e4m3, SFB fp32 [G, ceil(N/128), K/128]: dtypes and shapes.
+void check_grouped_b_shapes(const ArgChecker& chk, const Tensor& b, const Tensor& sfb, int64_t g, int64_t n, int64_t k,
+                            const char* op) {
   chk.dtype({b, "b"}, ScalarType::Float8_e4m3fn);
   chk.dtype({sfb, "sfb"}, ScalarType::Float);
   chk.dim({sfb, "sfb"}, 3);
   chk.size({sfb, "sfb"}, 0, g, "the number of groups, from b.shape[0]");
   chk.size({sfb, "sfb"}, 1, ceil_div(n, 128), "ceil(N / 128): one scale per 128x128 block of each group's B");
   chk.size({sfb, "sfb"}, 2, k / 128, "ceil(K / 128)");
+  check_arg(n * g < (int64_t(1) << 31), op, "G * N must be below 2^31, got ", g, " x ", n);
+}
+
+// B's layout: K-major, its groups back to back (viewable as [G * N, K]), TMA-aligned.
+void check_grouped_b_layout(const ArgChecker& chk, const Tensor& b, int64_t g, int64_t n, const char* op) {
   chk.inner_contiguous({b, "b"}, "K-major (SM90 FP8 wgmma reads K-major B; transposed layouts are not supported)");
   check_arg(g <= 1 || b.stride(0) == n * b.stride(1), op, "b's groups must be packed back to back (b.stride(0) == ",
             "N * b.stride(1)), got strides ", stride_str(b));
   chk.tma_aligned({b, "b"});
-  check_arg(n * g < (int64_t(1) << 31), op, "G * N must be below 2^31, got ", g, " x ", n);
 }
 
 // The int32 in which a kernel that claims its tiles (launch::dynamic_tiles_enabled())
@@ -88,15 +92,15 @@ void m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb
   chk.size({b, "b"}, 2, k, "K, from a.shape[1]");
   chk.size({d, "d"}, 0, m, "M_sum, from a.shape[0]");
   chk.size({d, "d"}, 1, n, "N, from b.shape[1]");
+  chk.below_2_31({{"M_sum", m}, {"N", n}, {"K", k}});
   check_arg(k > 0 && k % 128 == 0, op, "K must be a positive multiple of 128 on SM90, got K = ", k);
-  check_arg(m < (int64_t(1) << 31), op, "M_sum must be below 2^31, got ", m);
   check_arg(d.scalar_type() == ScalarType::BFloat16, op, "d must be torch.bfloat16 (the grouped kernels write bf16), got ",
             dtype_name(d.scalar_type()));
   chk.dtype({sfa, "sfa"}, ScalarType::Float);
   chk.dim({sfa, "sfa"}, 2);
   chk.size({sfa, "sfa"}, 0, m, "M_sum, from a.shape[0]");
   chk.size({sfa, "sfa"}, 1, k / 128, "ceil(K / 128)");
-  check_grouped_b(chk, b, sfb, g, n, k, op);
+  check_grouped_b_shapes(chk, b, sfb, g, n, k, op);
   const int64_t align = DeviceRuntime::get().mk_alignment_for_contiguous_layout();
   if (use_psum_layout) {
     check_index(chk, grouped_layout, "grouped_layout", g,
@@ -104,6 +108,7 @@ void m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb
     if (expected_m_for_psum_layout.has_value())
       check_arg(*expected_m_for_psum_layout > 0, op, "expected_m_for_psum_layout must be > 0, got ",
                 *expected_m_for_psum_layout);
+    if (expected_m_for_psum_layout.has_value()) chk.below_2_31({{"expected_m_for_psum_layout", *expected_m_for_psum_layout}});
   } else {
     check_arg(!expected_m_for_psum_layout.has_value(), op,
               "expected_m_for_psum_layout needs use_psum_layout=True (the index layout is costed from M_sum)");
@@ -111,15 +116,22 @@ void m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb
     check_arg(m % align == 0, op, "M_sum (a.shape[0] = ", m, ") must be a multiple of the contiguous-layout alignment ",
               align, " (get_mk_alignment_for_contiguous_layout()): every group is padded to it with -1 rows");
   }
+  const auto check_devices = [&] {
+    chk.same_cuda_device({{a, "a"}, {sfa, "sfa"}, {b, "b"}, {sfb, "sfb"}, {d, "d"}, {grouped_layout, "grouped_layout"}});
+  };
+  if (m == 0 || n == 0) return check_devices();  // an empty d: nothing to compute, no layout rule applies
+
+  chk.distinct_elements({{a, "a"}, {b, "b"}, {d, "d"}});
+  check_grouped_b_layout(chk, b, g, n, op);
   chk.inner_contiguous({a, "a"}, "K-major (SM90 FP8 wgmma reads K-major A; transposed layouts are not supported)");
   chk.inner_contiguous({d, "d"}, "row-major");
   chk.tma_aligned({a, "a"});
   chk.tma_aligned({d, "d"});
   chk.tma_store_columns({d, "d"}, n);
   chk.no_overlap({d, "d"}, {{a, "a"}, {b, "b"}, {sfa, "sfa"}, {sfb, "sfb"}, {grouped_layout, "grouped_layout"}});
-  chk.same_cuda_device({{a, "a"}, {sfa, "sfa"}, {b, "b"}, {sfb, "sfb"}, {d, "d"}, {grouped_layout, "grouped_layout"}});
+  check_devices();
 
-  if (is_meta(d) || m == 0 || n == 0) return;
+  if (is_meta(d)) return;
 
   const auto type = use_psum_layout ? h::Sm90GroupedType::kContiguousPsum : h::Sm90GroupedType::kContiguous;
   TileCounter counter(a);
@@ -160,6 +172,7 @@ void m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Te
   chk.size({d, "d"}, 0, g, "the number of groups, from a.shape[0]");
   chk.size({d, "d"}, 1, max_m, "max_m, from a.shape[1]");
   chk.size({d, "d"}, 2, n, "N, from b.shape[1]");
+  chk.below_2_31({{"max_m", max_m}, {"N", n}, {"K", k}});
   check_arg(k > 0 && k % 128 == 0, op, "K must be a positive multiple of 128 on SM90, got K = ", k);
   check_arg(g * max_m < (int64_t(1) << 31), op, "G * max_m must be below 2^31, got ", g, " x ", max_m);
   check_arg(d.scalar_type() == ScalarType::BFloat16, op, "d must be torch.bfloat16 (the grouped kernels write bf16), got ",
@@ -169,8 +182,15 @@ void m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Te
   chk.size({sfa, "sfa"}, 0, g, "the number of groups, from a.shape[0]");
   chk.size({sfa, "sfa"}, 1, max_m, "max_m, from a.shape[1]");
   chk.size({sfa, "sfa"}, 2, k / 128, "ceil(K / 128)");
-  check_grouped_b(chk, b, sfb, g, n, k, op);
+  check_grouped_b_shapes(chk, b, sfb, g, n, k, op);
   check_index(chk, masked_m, "masked_m", g, "the number of groups, from a.shape[0]", op);
+  const auto check_devices = [&] {
+    chk.same_cuda_device({{a, "a"}, {sfa, "sfa"}, {b, "b"}, {sfb, "sfb"}, {d, "d"}, {masked_m, "masked_m"}});
+  };
+  if (max_m == 0 || n == 0) return check_devices();  // an empty d: nothing to compute, no layout rule applies
+
+  chk.distinct_elements({{a, "a"}, {b, "b"}, {d, "d"}});
+  check_grouped_b_layout(chk, b, g, n, op);
   chk.inner_contiguous({a, "a"}, "K-major (SM90 FP8 wgmma reads K-major A; transposed layouts are not supported)");
   chk.inner_contiguous({d, "d"}, "row-major");
   check_arg(g <= 1 || a.stride(0) == max_m * a.stride(1), op,
@@ -181,9 +201,9 @@ void m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Te
   chk.tma_aligned({d, "d"});
   chk.tma_store_columns({d, "d"}, n);
   chk.no_overlap({d, "d"}, {{a, "a"}, {b, "b"}, {sfa, "sfa"}, {sfb, "sfb"}, {masked_m, "masked_m"}});
-  chk.same_cuda_device({{a, "a"}, {sfa, "sfa"}, {b, "b"}, {sfb, "sfb"}, {d, "d"}, {masked_m, "masked_m"}});
+  check_devices();
 
-  if (is_meta(d) || max_m == 0 || n == 0) return;
+  if (is_meta(d)) return;
 
   // [G][K/128][align(max_m, 4)]; only rows < masked_m[g] are converted (read on the GPU,
   // so one CUDA graph still serves every masked_m): the GEMM stores no other rows.
@@ -216,6 +236,7 @@ std::string m_grouped_fp8_gemm_build(std::string layout, int64_t m, int64_t n, i
   check_arg(m > 0 && n > 0 && k > 0 && k % 128 == 0, op, "need M, N > 0 and K a positive multiple of 128, got ", m,
             " x ", n, " x ", k);
   check_arg(num_groups > 0, op, "num_groups must be > 0, got ", num_groups);
+  ArgChecker(op).below_2_31({{"M", m}, {"N", n}, {"K", k}, {"num_groups", num_groups}, {"expected_m", expected_m}});
   check_arg(num_sms > 0 && num_sms <= 1024, op, "num_sms must be in [1, 1024], got ", num_sms);
   const bool masked = layout == "masked";
   check_arg(!masked || expected_m > 0, op, "expected_m must be > 0 for the masked layout, got ", expected_m);

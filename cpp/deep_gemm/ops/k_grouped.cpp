@@ -38,6 +38,7 @@ constexpr const char* kTnOp = "k_grouped_fp8_gemm_tn_contiguous";
 constexpr int64_t kTnMaxMn = int64_t(65535) * 128;
 
 bool is_contiguous_tensor(const Tensor& t) {
+  if (t.numel() == 0) return true;  // no element to place
   int64_t expected = 1;
   for (int64_t i = t.dim() - 1; i >= 0; --i) {
     if (t.size(i) != 1 && t.stride(i) != expected) return false;
@@ -95,7 +96,10 @@ void k_grouped(bool tn, Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, st
   }
   const int64_t sum_kb = sum_k / 128;
   check_arg(sum_kb < (int64_t(1) << 31), op, "sum(ks) / 128 must be below 2^31, got ", sum_kb);
-  check_arg(m < (int64_t(1) << 31) && n < (int64_t(1) << 31), op, "M and N must be below 2^31, got ", m, " x ", n);
+  chk.below_2_31({{"M", m}, {"N", n}});
+  int64_t sum_k_m = 0, sum_k_n = 0;  // a's and b's element counts; checked: they are compared with numel() below
+  check_arg(!__builtin_mul_overflow(sum_k, m, &sum_k_m) && !__builtin_mul_overflow(sum_k, n, &sum_k_n), op,
+            "sum(ks) * M and sum(ks) * N must fit in 64 bits, got sum(ks) = ", sum_k, ", M = ", m, ", N = ", n);
   check_arg(n % 2 == 0, op, "N (d.shape[2]) must be even (the FP32 epilogue stores column pairs), got ", n);
   if (tn)
     check_arg(m <= kTnMaxMn && n <= kTnMaxMn, op, "M and N must be at most ", kTnMaxMn,
@@ -118,29 +122,39 @@ void k_grouped(bool tn, Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, st
     chk.size({a, "a"}, 1, m, "M, from d.shape[1]");
     chk.size({b, "b"}, 0, sum_k, "sum(ks): every group's tokens back to back");
     chk.size({b, "b"}, 1, n, "N, from d.shape[2]");
-    check_arg(is_contiguous_tensor(a), op, "a must be contiguous (row-major [sum_k, M]), got strides ", stride_str(a));
-    check_arg(is_contiguous_tensor(b), op, "b must be contiguous (row-major [sum_k, N]), got strides ", stride_str(b));
   } else {
-    check_arg(a.numel() == sum_k * m, op, "a must hold sum(ks) * M = ", sum_k, " * ", m, " = ", sum_k * m,
+    check_arg(a.numel() == sum_k_m, op, "a must hold sum(ks) * M = ", sum_k, " * ", m, " = ", sum_k_m,
               " elements (each group's K-major [M, k_g] matrix back to back), got shape ", shape_str(a));
-    check_arg(b.numel() == sum_k * n, op, "b must hold sum(ks) * N = ", sum_k, " * ", n, " = ", sum_k * n,
+    check_arg(b.numel() == sum_k_n, op, "b must hold sum(ks) * N = ", sum_k, " * ", n, " = ", sum_k_n,
               " elements (each group's K-major [N, k_g] matrix back to back), got shape ", shape_str(b));
-    check_arg(is_contiguous_tensor(a), op, "a must be contiguous (the groups' [M, k_g] matrices packed), got shape ",
-              shape_str(a), " with strides ", stride_str(a));
-    check_arg(is_contiguous_tensor(b), op, "b must be contiguous (the groups' [N, k_g] matrices packed), got shape ",
-              shape_str(b), " with strides ", stride_str(b));
   }
   check_k_grouped_sf(chk, sfa, "sfa", sum_kb, m, "M, from d.shape[1]");
   check_k_grouped_sf(chk, sfb, "sfb", sum_kb, n, "N, from d.shape[2]");
-  check_arg(is_contiguous_tensor(d), op, "d must be contiguous [G, M, N], got strides ", stride_str(d));
   if (c.has_value()) {
     chk.dtype({*c, "c"}, ScalarType::Float);
     chk.dim({*c, "c"}, 3);
     chk.size({*c, "c"}, 0, g, "the number of groups, from d.shape[0]");
     chk.size({*c, "c"}, 1, m, "M, from d.shape[1]");
     chk.size({*c, "c"}, 2, n, "N, from d.shape[2]");
-    check_arg(is_contiguous_tensor(*c), op, "c must be contiguous [G, M, N] like d, got strides ", stride_str(*c));
   }
+  const auto check_devices = [&] {
+    chk.same_cuda_device({{a, "a"}, {sfa, "sfa"}, {b, "b"}, {sfb, "sfb"}, {d, "d"}, {ks_tensor, "ks_tensor"}});
+    if (c.has_value()) chk.same_cuda_device({{d, "d"}, {*c, "c"}});
+  };
+  if (g == 0 || m == 0 || n == 0) return check_devices();  // an empty d: nothing to write, no layout rule applies
+
+  if (tn) {
+    check_arg(is_contiguous_tensor(a), op, "a must be contiguous (row-major [sum_k, M]), got strides ", stride_str(a));
+    check_arg(is_contiguous_tensor(b), op, "b must be contiguous (row-major [sum_k, N]), got strides ", stride_str(b));
+  } else {
+    check_arg(is_contiguous_tensor(a), op, "a must be contiguous (the groups' [M, k_g] matrices packed), got shape ",
+              shape_str(a), " with strides ", stride_str(a));
+    check_arg(is_contiguous_tensor(b), op, "b must be contiguous (the groups' [N, k_g] matrices packed), got shape ",
+              shape_str(b), " with strides ", stride_str(b));
+  }
+  check_arg(is_contiguous_tensor(d), op, "d must be contiguous [G, M, N], got strides ", stride_str(d));
+  if (c.has_value())
+    check_arg(is_contiguous_tensor(*c), op, "c must be contiguous [G, M, N] like d, got strides ", stride_str(*c));
   if (!is_meta(a) && !is_meta(b) && a.numel() > 0 && b.numel() > 0) {
     check_arg(reinterpret_cast<uintptr_t>(a.data_ptr()) % 16 == 0, op, "a's data pointer must be 16-byte aligned ",
               "for TMA (a sliced view may break this)");
@@ -149,10 +163,9 @@ void k_grouped(bool tn, Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, st
   }
   chk.no_overlap({d, "d"}, {{a, "a"}, {b, "b"}, {sfa, "sfa"}, {sfb, "sfb"}, {ks_tensor, "ks_tensor"}});
   if (c.has_value() && c->data_ptr() != d.data_ptr()) chk.no_overlap({d, "d"}, {{*c, "c"}});
-  chk.same_cuda_device({{a, "a"}, {sfa, "sfa"}, {b, "b"}, {sfb, "sfb"}, {d, "d"}, {ks_tensor, "ks_tensor"}});
-  if (c.has_value()) chk.same_cuda_device({{d, "d"}, {*c, "c"}});
+  check_devices();
 
-  if (is_meta(d) || g == 0 || m == 0 || n == 0) return;  // shape-only run, or nothing to write
+  if (is_meta(d)) return;  // shape-only run
 
   std::vector<Tensor> keep;  // converted scales and tn copies live until the launches are queued
   const float* sfa_base = k_grouped_sf_base(sfa, op, keep);
@@ -213,6 +226,7 @@ std::string k_grouped_fp8_gemm_build(int64_t m, int64_t n, int64_t k, int64_t nu
   check_arg(m > 0 && n > 0 && k >= 0 && k % 128 == 0, op,
             "need M, N > 0 and K (per group) a non-negative multiple of 128, got ", m, " x ", n, " x ", k);
   check_arg(num_groups > 0, op, "num_groups must be > 0, got ", num_groups);
+  ArgChecker(op).below_2_31({{"M", m}, {"N", n}, {"K", k}, {"num_groups", num_groups}});
   check_arg(num_sms > 0 && num_sms <= 1024, op, "num_sms must be in [1, 1024], got ", num_sms);
   const CompiledDims cd = parse_compiled_dims(compiled_dims, op);
   const auto [mult_m, mult_n] = DeviceRuntime::get().block_size_multiple_of();

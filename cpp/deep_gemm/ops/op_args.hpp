@@ -1,6 +1,7 @@
 // Argument helpers shared by the GEMM op families (ops/gemm.cpp, ops/grouped.cpp).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -30,16 +31,28 @@ inline CompiledDims parse_compiled_dims(const std::string& dims, const char* op)
   return out;
 }
 
+// The row pitch (elements) the kernels step by, for 2-D operands and the [G, rows, K] ones
+// alike: the smallest outer stride over a dimension of size > 1 (the ops have checked that
+// the outer dimensions are packed on it, and that no two elements share memory). A tensor of
+// a single row has no meaningful pitch (its outer strides are arbitrary, 0 included): it
+// gets the row's extent rounded up to 16 bytes, never 0, so no launcher ever reads a 0 as
+// "default" or hands the TMA an illegal stride.
+inline uint64_t tma_row_pitch(const torch::stable::Tensor& t) {
+  int64_t pitch = 0;
+  for (int64_t d = 0; d + 1 < t.dim(); ++d)
+    if (t.size(d) > 1 && (pitch == 0 || t.stride(d) < pitch)) pitch = t.stride(d);
+  if (pitch > 0) return static_cast<uint64_t>(pitch);
+  const int64_t per16 = 16 / static_cast<int64_t>(t.element_size());
+  return static_cast<uint64_t>(ceil_div(std::max<int64_t>(t.size(t.dim() - 1), 1), per16) * per16);
+}
+
 // The launch fields every FP8 GEMM problem (dense or grouped) shares: shape,
-// compiled dims, device, operand pointers and row pitches. A pitch is the
-// stride of the second-to-last dimension, which covers 2-D operands and the
-// [G, rows, K] ones alike.
+// compiled dims, device, operand pointers and row pitches (tma_row_pitch).
 template <class Problem>
 void set_gemm_operands(Problem& p, int64_t m, int64_t n, int64_t k, const CompiledDims& cd,
                        const torch::stable::Tensor& a, const torch::stable::Tensor& b,
                        const torch::stable::Tensor& sfa, const torch::stable::Tensor& sfb,
                        const torch::stable::Tensor& d) {
-  const auto row_pitch = [](const torch::stable::Tensor& t) { return static_cast<uint64_t>(t.stride(t.dim() - 2)); };
   p.m = static_cast<int>(m);
   p.n = static_cast<int>(n);
   p.k = static_cast<int>(k);
@@ -52,9 +65,9 @@ void set_gemm_operands(Problem& p, int64_t m, int64_t n, int64_t k, const Compil
   p.sfa = sfa.data_ptr();
   p.sfb = sfb.data_ptr();
   p.d = d.data_ptr();
-  p.lda_bytes = row_pitch(a);  // fp8: elements are bytes
-  p.ldb_bytes = row_pitch(b);
-  p.ld_d = row_pitch(d);
+  p.lda_bytes = tma_row_pitch(a);  // fp8: elements are bytes
+  p.ldb_bytes = tma_row_pitch(b);
+  p.ld_d = tma_row_pitch(d);
 }
 
 }  // namespace deep_gemm::ops

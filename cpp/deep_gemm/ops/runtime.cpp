@@ -37,6 +37,8 @@ int64_t get_tma_aligned_size(int64_t x, int64_t element_size) {
   check_arg(element_size == 1 || element_size == 2 || element_size == 4 || element_size == 8, "get_tma_aligned_size",
             "element_size must be 1, 2, 4 or 8 bytes, got ", element_size);
   const int64_t per16 = 16 / element_size;
+  check_arg(x <= INT64_MAX - (per16 - 1), "get_tma_aligned_size", "x rounded up to a multiple of ", per16,
+            " must fit in 64 bits, got x = ", x);
   return (x + per16 - 1) / per16 * per16;
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "errors.hpp"
@@ -103,6 +104,40 @@ class ArgChecker {
   void tma_store_columns(TensorArg out, int64_t n) const {
     check_arg(n % 8 == 0, op_, "N (= ", n, ") must be a multiple of 8 for a bf16 ", out.name,
               ": the TMA stores whole 16-byte pieces of a row, which would write past column N of a column slice");
+  }
+  // Every element has memory of its own: no stride 0 over a dimension of size > 1 (an
+  // expanded or broadcast view) and no row pitch below the extent of the dimensions inside
+  // it. The kernels address a tensor through its pitch alone (TMA boxes, epilogue stores),
+  // so an overlapping view would read or write past its storage. Shape-only: meta tensors too.
+  // (Scale factors need not pass it: the kernels take them only in their own layout, which
+  // has distinct elements, or read them through their strides; others are copied into it.)
+  void distinct_elements(TensorArg a) const {
+    int64_t order[8];
+    int64_t count = 0;
+    for (int64_t d = 0; d < a.t.dim() && count < 8; ++d)
+      if (a.t.size(d) > 1) order[count++] = d;
+    if (a.t.numel() == 0) return;
+    for (int64_t i = 1; i < count; ++i)  // insertion sort by stride (at most a few dims)
+      for (int64_t j = i; j > 0 && a.t.stride(order[j]) < a.t.stride(order[j - 1]); --j) std::swap(order[j], order[j - 1]);
+    int64_t span = 0;  // offset of the last element spanned by the dims sorted so far
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t d = order[i];
+      check_arg(a.t.stride(d) > span, op_, a.name, " has overlapping elements (shape ", shape_str(a.t), ", strides ",
+                stride_str(a.t), "): dimension ", d, "'s stride ", a.t.stride(d),
+                a.t.stride(d) == 0 ? " repeats one slice (an expanded or broadcast view)"
+                                   : " is below the extent of the dimensions inside it",
+                "; every element needs memory of its own (e.g. pass .contiguous())");
+      span += a.t.stride(d) * (a.t.size(d) - 1);
+    }
+  }
+  void distinct_elements(std::initializer_list<TensorArg> args) const {
+    for (const auto& a : args) distinct_elements(a);
+  }
+  // Sizes the kernels index with 32-bit integers (TMA coordinates, kernel arguments).
+  void below_2_31(std::initializer_list<std::pair<const char*, int64_t>> sizes) const {
+    for (const auto& [name, v] : sizes)
+      check_arg(v >= 0 && v < (int64_t(1) << 31), op_, name, " must be in [0, 2^31) (the kernels index it with "
+                "32-bit integers), got ", v);
   }
   // `out` must not share memory with any input (results would depend on timing).
   void no_overlap(TensorArg out, std::initializer_list<TensorArg> inputs) const {
