@@ -225,7 +225,7 @@ def test_kernels_compile_without_spills(tmp_path):
     assert len(lines) == 10
     for line in lines:
         name, path = line.split("\t")
-        assert name.startswith("sm90_fp8_1d1d_kg_") and path.startswith(str(tmp_path))
+        assert name.startswith("sm90_fp8_gemm_1d1d_kg_") and path.startswith(str(tmp_path))
         with open(path, "rb") as f:
             assert f.read(4) == b"\x7fELF"
     # The layout kernel of the tn form was built too.
@@ -249,7 +249,7 @@ def test_nvrtc_compiles_without_spills(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     kernel_line, backend = out.stdout.strip().splitlines()[-2:]
-    assert backend == "nvrtc" and kernel_line.startswith("sm90_fp8_1d1d_kg_")
+    assert backend == "nvrtc" and kernel_line.startswith("sm90_fp8_gemm_1d1d_kg_")
 
 
 # ---- correctness (GPU) -------------------------------------------------------------

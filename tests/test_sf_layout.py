@@ -29,7 +29,7 @@ CXX = shutil.which("g++") or shutil.which("c++")
 def _launcher_source() -> str:
     """The JIT source the launcher compiles: the C++ string literals of its source() call."""
     text = LAUNCHER.read_text()
-    call = text[text.index('source(\n          "sf_mn_major",'): text.index('"dg_entry");')]
+    call = text[text.index('source(\n          "sf_mn_major",'): text.index('"sf_mn_major");')]
     literals = re.findall(r'"((?:[^"\\]|\\.)*)"', call)[1:]  # [0] is the kernel name
     return "".join(ast.literal_eval('"%s"' % lit) for lit in literals)
 
@@ -51,7 +51,7 @@ def test_launcher_entry_takes_valid_rows():
 def test_launcher_entry_compiles_without_spills(tmp_path):
     env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path), DG_JIT_PTXAS_CHECK="1")
     code = ("import sys, torch, deep_gemm\n"
-            "print(torch.ops.deep_gemm.jit_build('sf_mn_major_check', sys.stdin.read(), 'dg_entry'))\n")
+            "print(torch.ops.deep_gemm.jit_build('sf_mn_major_check', sys.stdin.read(), 'sf_mn_major'))\n")
     out = subprocess.run([sys.executable, "-c", code], input=_launcher_source(), env=env, capture_output=True,
                          text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]

@@ -367,7 +367,7 @@ static CUfunction get_function(const std::string& dir, const Case& c) {
     CUmodule mod;
     CUfunction fn;
     CHECK_CU(drv.moduleLoadData(&mod, img.data()));
-    CHECK_CU(drv.moduleGetFunction(&fn, mod, "dg_entry"));
+    CHECK_CU(drv.moduleGetFunction(&fn, mod, name.c_str()));
     CHECK_CU(drv.funcSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, c.cfg.smem_bytes));
     g_funcs[name] = fn;
     return fn;

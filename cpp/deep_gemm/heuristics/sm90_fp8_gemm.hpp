@@ -10,7 +10,7 @@
 // LAUNCH CONTRACT (what a launcher does with a config `cfg` for shape m, n, k):
 //
 //   code   = sm90_fp8_gemm_source(cfg, compiled_m, compiled_n, compiled_k)  (0 = runtime)
-//   kernel = deep_jit compile {name, code, entry = "dg_entry", arch sm_90a,
+//   kernel = deep_jit compile {name, code, entry = name, arch sm_90a,
 //                              include_dirs = {<cuda/ root>}}
 //   grid   = {cfg.grid_x, 1, 1}         (persistent: <= #SMs, a multiple of cfg.cluster,
 //                                        balanced: the fewest CTAs for the same waves;
@@ -351,8 +351,13 @@ inline bool sm90_fp8_sfa_from_global_fits(const Sm90Fp8GemmConfig& c, int m) {
 
 // The JIT entry for `cfg`. compiled_{m,n,k}: a dimension baked into the kernel, or 0 for a
 // runtime argument (the API's compiled_dims).
+inline std::string sm90_fp8_gemm_name(const Sm90Fp8GemmConfig& c, int compiled_m, int compiled_n, int compiled_k);
+
+// The JIT source of a dense kernel. Its entry symbol is the kernel's name
+// (sm90_fp8_gemm_name), so profilers and deep_gemm.testing.bench_kineto tell kernels apart.
 inline std::string sm90_fp8_gemm_source(const Sm90Fp8GemmConfig& c, int compiled_m, int compiled_n,
                                         int compiled_k) {
+    const std::string entry = sm90_fp8_gemm_name(c, compiled_m, compiled_n, compiled_k);
     const bool is_1d1d = c.kind == Sm90Fp8Kind::k1D1D;
     const std::string impl = is_1d1d ? "sm90_fp8_gemm_1d1d" : "sm90_fp8_gemm_1d2d";
     const std::string m_boxes = c.fit_m    ? "deep_gemm::sm90::MBoxes::kFitM"
@@ -379,14 +384,14 @@ inline std::string sm90_fp8_gemm_source(const Sm90Fp8GemmConfig& c, int compiled
         (tail_sfa ? ", const __grid_constant__ CUtensorMap tmap_sfa_tail" : "");
     const std::string tail_args = c.tail_m ? std::string(", &tmap_a_tail, ") + (tail_sfa ? "&tmap_sfa_tail" : "nullptr") : "";
     if (is_1d1d) {
-        s += "dg_entry(uint32_t m, uint32_t n, uint32_t k, const float* c, float* d, uint32_t ld_d,\n"
+        s += entry + "(uint32_t m, uint32_t n, uint32_t k, const float* c, float* d, uint32_t ld_d,\n"
              "         const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,\n"
              "         const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_sfb" +
              tail_params + ") {\n";
         s += "    deep_gemm::" + impl + "_impl<" + targs + ">(\n"
              "        m, n, k, c, d, ld_d, &tmap_a, &tmap_b, &tmap_sfa, &tmap_sfb" + tail_args + ");\n}\n";
     } else if (c.sfa_from_global) {
-        s += "dg_entry(uint32_t m, uint32_t n, uint32_t k, const float* sfb,\n"
+        s += entry + "(uint32_t m, uint32_t n, uint32_t k, const float* sfb,\n"
              "         const float* sfa, uint32_t sfa_stride_m, uint32_t sfa_stride_k,\n"
              "         const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,\n"
              "         const __grid_constant__ CUtensorMap tmap_d" +
@@ -395,7 +400,7 @@ inline std::string sm90_fp8_gemm_source(const Sm90Fp8GemmConfig& c, int compiled
              "        m, n, k, sfb, &tmap_a, &tmap_b, nullptr, &tmap_d, nullptr, 1, 1, nullptr, 0,\n"
              "        {sfa, sfa_stride_m, sfa_stride_k}" + (c.tail_m ? ", nullptr" + tail_args : "") + ");\n}\n";
     } else {
-        s += "dg_entry(uint32_t m, uint32_t n, uint32_t k, const float* sfb,\n"
+        s += entry + "(uint32_t m, uint32_t n, uint32_t k, const float* sfb,\n"
              "         const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,\n"
              "         const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_d" +
              tail_params + entry_params_close();
@@ -408,7 +413,7 @@ inline std::string sm90_fp8_gemm_source(const Sm90Fp8GemmConfig& c, int compiled
 
 // A short, unique kernel name for caches and logs.
 inline std::string sm90_fp8_gemm_name(const Sm90Fp8GemmConfig& c, int compiled_m, int compiled_n, int compiled_k) {
-    return std::string(c.kind == Sm90Fp8Kind::k1D1D ? "sm90_fp8_1d1d" : "sm90_fp8_1d2d") + "_m" +
+    return std::string(c.kind == Sm90Fp8Kind::k1D1D ? "sm90_fp8_gemm_1d1d" : "sm90_fp8_gemm_1d2d") + "_m" +
            std::to_string(compiled_m) + "n" + std::to_string(compiled_n) + "k" + std::to_string(compiled_k) +
            "_b" + std::to_string(c.block_m) + "x" + std::to_string(c.block_n) + "_s" + std::to_string(c.stages) +
            "_c" + std::to_string(c.cluster) + "_g" + std::to_string(c.group_n) + (c.fit_m ? "_fm" : "") + (c.tail_m ? "_tm" : "") +
@@ -533,8 +538,11 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_grouped_configs(int gemm_typ
     return out;
 }
 
+inline std::string sm90_fp8_grouped_name(const Sm90Fp8GemmConfig& c, int compiled_m, int compiled_n, int compiled_k);
+
 inline std::string sm90_fp8_grouped_source(const Sm90Fp8GemmConfig& c, int compiled_m, int compiled_n,
                                            int compiled_k) {
+    const std::string entry = sm90_fp8_grouped_name(c, compiled_m, compiled_n, compiled_k);  // the entry symbol
     const std::string targs = std::to_string(compiled_m) + "u, " + std::to_string(compiled_n) + "u, " +
                               std::to_string(compiled_k) + "u, " + std::to_string(c.block_m) + "u, " +
                               std::to_string(c.block_n) + "u, " + std::to_string(c.stages) + "u, 1u, " +
@@ -544,7 +552,7 @@ inline std::string sm90_fp8_grouped_source(const Sm90Fp8GemmConfig& c, int compi
     std::string s = smem_bytes_define(c) + trace_tiles_define();
     s += "#include <deep_gemm/impls/sm90_fp8_gemm_1d2d.cuh>\n\n";
     s += "extern \"C\" __global__ void __launch_bounds__(384, 1)\n";
-    s += "dg_entry(uint32_t m, uint32_t n, uint32_t k, const float* sfb, const int* grouped_layout,\n"
+    s += entry + "(uint32_t m, uint32_t n, uint32_t k, const float* sfb, const int* grouped_layout,\n"
          "         uint32_t num_groups, uint32_t align_m, __nv_bfloat16* d, uint32_t ld_d,\n"
          "         const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,\n"
          "         const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_d" +
@@ -558,7 +566,7 @@ inline std::string sm90_fp8_grouped_source(const Sm90Fp8GemmConfig& c, int compi
 inline std::string sm90_fp8_grouped_name(const Sm90Fp8GemmConfig& c, int compiled_m, int compiled_n, int compiled_k) {
     static const char* tags[] = {"", "mgc", "mgm", "mgp"};
     const int t = c.gemm_type >= 1 && c.gemm_type <= 3 ? c.gemm_type : 0;
-    return std::string("sm90_fp8_1d2d_") + tags[t] + "_m" + std::to_string(compiled_m) + "n" +
+    return std::string("sm90_fp8_gemm_1d2d_") + tags[t] + "_m" + std::to_string(compiled_m) + "n" +
            std::to_string(compiled_n) + "k" + std::to_string(compiled_k) + "_b" + std::to_string(c.block_m) + "x" +
            std::to_string(c.block_n) + "_s" + std::to_string(c.stages) + "_g" + std::to_string(c.group_n) +
            (c.mma_overlap ? "_o" : "") + (c.dynamic_tiles ? "_dt" : "") + trace_tiles_suffix();

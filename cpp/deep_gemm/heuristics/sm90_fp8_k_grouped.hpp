@@ -66,6 +66,12 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_k_grouped_configs(int m, int
     return out;
 }
 
+inline std::string sm90_fp8_k_grouped_name(const Sm90Fp8GemmConfig& c, int compiled_m, int compiled_n) {
+    return "sm90_fp8_gemm_1d1d_kg_m" + std::to_string(compiled_m) + "n" + std::to_string(compiled_n) + "_b" +
+           std::to_string(c.block_m) + "x" + std::to_string(c.block_n) + "_s" + std::to_string(c.stages) + "_g" +
+           std::to_string(c.group_n) + "_x" + std::to_string(kSm90KGroupedMaxGroups);
+}
+
 inline std::string sm90_fp8_k_grouped_source(const Sm90Fp8GemmConfig& c, int compiled_m, int compiled_n) {
     const std::string targs = std::to_string(compiled_m) + "u, " + std::to_string(compiled_n) + "u, " +
                               std::to_string(c.block_m) + "u, " + std::to_string(c.block_n) + "u, " +
@@ -75,18 +81,12 @@ inline std::string sm90_fp8_k_grouped_source(const Sm90Fp8GemmConfig& c, int com
     s += "#include <deep_gemm/impls/sm90_fp8_k_grouped.cuh>\n\n";
     // Same fixed 384-thread bound as the dense kernels (block_m 64 launches 256 of them).
     s += "extern \"C\" __global__ void __launch_bounds__(384, 1)\n";
-    s += "dg_entry(uint32_t m, uint32_t n, const float* c, float* d,\n"
+    s += sm90_fp8_k_grouped_name(c, compiled_m, compiled_n) + "(uint32_t m, uint32_t n, const float* c, float* d,\n"
          "         const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_sfb,\n"
          "         const __grid_constant__ deep_gemm::KGroupedArgs<" +
          std::to_string(kSm90KGroupedMaxGroups) + "> args) {\n";
     s += "    deep_gemm::sm90_fp8_k_grouped_impl<" + targs + ">(m, n, c, d, &tmap_sfa, &tmap_sfb, args);\n}\n";
     return s;
-}
-
-inline std::string sm90_fp8_k_grouped_name(const Sm90Fp8GemmConfig& c, int compiled_m, int compiled_n) {
-    return "sm90_fp8_1d1d_kg_m" + std::to_string(compiled_m) + "n" + std::to_string(compiled_n) + "_b" +
-           std::to_string(c.block_m) + "x" + std::to_string(c.block_n) + "_s" + std::to_string(c.stages) + "_g" +
-           std::to_string(c.group_n) + "_x" + std::to_string(kSm90KGroupedMaxGroups);
 }
 
 // The per-call scale maps (SFA, SFB) in kernel-argument order: MN-major fp32

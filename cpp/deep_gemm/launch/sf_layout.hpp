@@ -56,11 +56,11 @@ class MnMajorSfLauncher {
           "sf_mn_major",
           "#include <deep_gemm/impls/sf_layout.cuh>\n\n"
           "extern \"C\" __global__ void __launch_bounds__(256)\n"
-          "dg_entry(const float* in, float* out, uint32_t mn, uint32_t kb, int64_t stride_g, int64_t stride_mn,\n"
+          "sf_mn_major(const float* in, float* out, uint32_t mn, uint32_t kb, int64_t stride_g, int64_t stride_mn,\n"
           "         int64_t stride_k, uint32_t out_ld, const int* valid_rows, int* zero_word) {\n"
           "    deep_gemm::mn_major_sf_impl(in, out, mn, kb, stride_g, stride_mn, stride_k, out_ld, valid_rows,\n"
           "                                zero_word);\n}\n",
-          "dg_entry");
+          "sf_mn_major");
       kernels_[device].store(&deep_jit::Runtime::get().load(src, device), std::memory_order_release);
     }
     return *kernels_[device].load(std::memory_order_relaxed);

@@ -235,7 +235,7 @@ inline std::pair<h::Sm90Fp8GemmConfig, deep_jit::KernelSource> sm90_fp8_kernel_s
   const auto cfg = detail::choose_config(key, max_smem);
   const std::string name = h::sm90_fp8_gemm_name(cfg, key.compiled_m, key.compiled_n, key.compiled_k);
   auto src = JitContext::get().source(name, h::sm90_fp8_gemm_source(cfg, key.compiled_m, key.compiled_n, key.compiled_k),
-                                      "dg_entry");
+                                      name);
   return {cfg, std::move(src)};
 }
 

@@ -76,8 +76,8 @@ inline h::Sm90Fp8GemmConfig choose_k_grouped_config(const KGroupedKey& key, int 
 inline std::pair<h::Sm90Fp8GemmConfig, deep_jit::KernelSource> sm90_fp8_k_grouped_kernel_source(
     const detail::KGroupedKey& key, int max_smem) {
   const auto cfg = detail::choose_k_grouped_config(key, max_smem);
-  auto src = JitContext::get().source(h::sm90_fp8_k_grouped_name(cfg, key.compiled_m, key.compiled_n),
-                                      h::sm90_fp8_k_grouped_source(cfg, key.compiled_m, key.compiled_n), "dg_entry");
+  const std::string name = h::sm90_fp8_k_grouped_name(cfg, key.compiled_m, key.compiled_n);
+  auto src = JitContext::get().source(name, h::sm90_fp8_k_grouped_source(cfg, key.compiled_m, key.compiled_n), name);
   return {cfg, std::move(src)};
 }
 
@@ -236,14 +236,15 @@ class KGroupedTransposeLauncher {
   // The kernel source (for warmup as well).
   static deep_jit::KernelSource source() {
     const std::string cap = std::to_string(kKGroupedTransposeMaxGroups);
+    const std::string name = "sm90_fp8_k_grouped_transpose_x" + cap;  // also the entry symbol
     return JitContext::get().source(
-        "k_grouped_transpose_x" + cap,
+        name,
         "#include <deep_gemm/impls/k_grouped_transpose.cuh>\n\n"
-        "extern \"C\" __global__ void __launch_bounds__(256)\n"
-        "dg_entry(const uint8_t* in, uint8_t* out, uint32_t mn,\n"
-        "         const __grid_constant__ deep_gemm::KGroupedTransposeArgs<" + cap + "> args) {\n"
-        "    deep_gemm::k_grouped_transpose_impl<" + cap + ">(in, out, mn, args);\n}\n",
-        "dg_entry");
+        "extern \"C\" __global__ void __launch_bounds__(256)\n" + name +
+            "(const uint8_t* in, uint8_t* out, uint32_t mn,\n"
+            "         const __grid_constant__ deep_gemm::KGroupedTransposeArgs<" + cap + "> args) {\n"
+            "    deep_gemm::k_grouped_transpose_impl<" + cap + ">(in, out, mn, args);\n}\n",
+        name);
   }
 
  private:
