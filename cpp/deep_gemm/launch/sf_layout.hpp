@@ -2,13 +2,7 @@
 // one tiny JIT kernel per device, loaded on first use and then kept.
 #pragma once
 
-#include <deep_jit/deep_jit.hpp>
-
-#include <array>
-#include <atomic>
-#include <mutex>
-
-#include "../runtime/jit.hpp"
+#include "common.hpp"
 
 namespace deep_gemm::launch {
 
@@ -44,15 +38,8 @@ class MnMajorSfLauncher {
   }
 
  private:
-  static constexpr int kMaxDevices = 64;
-
-  const deep_jit::Kernel& kernel(int device) {
-    check_arg(device >= 0 && device < kMaxDevices, "get_mn_major_tma_aligned_tensor", "device index ", device,
-              " out of range");
-    if (const auto* k = kernels_[device].load(std::memory_order_acquire)) return *k;
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!kernels_[device].load(std::memory_order_relaxed)) {
-      auto src = JitContext::get().source(
+  static deep_jit::KernelSource source() {
+    return JitContext::get().source(
           "sf_mn_major",
           "#include <deep_gemm/impls/sf_layout.cuh>\n\n"
           "extern \"C\" __global__ void __launch_bounds__(256)\n"
@@ -61,13 +48,13 @@ class MnMajorSfLauncher {
           "    deep_gemm::mn_major_sf_impl(in, out, mn, kb, stride_g, stride_mn, stride_k, out_ld, valid_rows,\n"
           "                                zero_word);\n}\n",
           "sf_mn_major");
-      kernels_[device].store(&deep_jit::Runtime::get().load(src, device), std::memory_order_release);
-    }
-    return *kernels_[device].load(std::memory_order_relaxed);
   }
 
-  std::mutex mu_;
-  std::array<std::atomic<const deep_jit::Kernel*>, kMaxDevices> kernels_{};
+  const deep_jit::Kernel& kernel(int device) {
+    return kernel_.get(device, "get_mn_major_tma_aligned_tensor", &MnMajorSfLauncher::source);
+  }
+
+  PerDeviceKernel kernel_;
 };
 
 }  // namespace deep_gemm::launch

@@ -1,26 +1,14 @@
-// Launcher of the SM90 FP8 GEMM kernels (1D2D and 1D1D): picks a configuration
-// (heuristics/), gets the JIT kernel (deep_jit), builds the tensor maps and
-// launches on torch's current stream. Both caches here make a repeated call a
-// hash-map lookup plus tensor-map encoding: no source generation, hashing or
-// file access on the hot path.
+// Launcher of the SM90 FP8 GEMM kernels (1D2D and 1D1D): its key, its plan (the
+// heuristics' configuration and the JIT source) and its argument packing, on the shared
+// framework of launch/common.hpp. A repeated call is a hash-map lookup plus tensor-map
+// encoding: no source generation, hashing or file access on the hot path.
 #pragma once
 
-#include <deep_jit/deep_jit.hpp>
+#include <string_view>
 
-#include <cstdio>
-#include <cstdlib>
-#include <functional>
-#include <mutex>
-#include <stdexcept>
-#include <unordered_map>
-
-#include "../heuristics/sm90_fp8_gemm.hpp"
-#include "../runtime/device_runtime.hpp"
-#include "../runtime/jit.hpp"
+#include "common.hpp"
 
 namespace deep_gemm::launch {
-
-namespace h = deep_gemm::heuristics;
 
 struct Sm90Fp8Problem {
   bool fp32_out = false;  // 1D1D
@@ -54,35 +42,11 @@ struct ConfigKey {
   int m, n, k, compiled_m, compiled_n, compiled_k, num_sms, mult_m, mult_n, device;
   bool sfa_from_global = false;  // asked for; the entry's config says whether it was taken
   bool operator==(const ConfigKey&) const = default;
-};
-struct KeyHash {
-  size_t operator()(const ConfigKey& k) const {
-    size_t h = std::hash<int>()(k.m);
-    for (int v : {k.n, k.k, k.compiled_m, k.compiled_n, k.compiled_k, k.num_sms, k.mult_m, k.mult_n, k.device,
-                  int(k.fp32_out), int(k.sfa_from_global)})
-      h = h * 1000003u ^ std::hash<int>()(v);
-    return h;
+  size_t hash() const {
+    return hash_fields({m, n, k, compiled_m, compiled_n, compiled_k, num_sms, mult_m, mult_n, device, int(fp32_out),
+                        int(sfa_from_global)});
   }
 };
-
-inline bool print_configs() {
-  static const bool on = deep_jit::detail::env_flag("DG_PRINT_CONFIGS");
-  return on;
-}
-
-// A tuning knob: the integer value of environment variable `name`, or 0 when unset. A value
-// that is not a short decimal number or that `accepts` rejects fails loudly, naming what
-// was `expected`. Callers read it once per process (a function-local static).
-inline int env_int_knob(const char* name, bool (*accepts)(int), const char* expected) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return 0;
-  const std::string s(v);
-  const bool digits = s.size() <= 3 && s.find_first_not_of("0123456789") == std::string::npos;
-  const int value = digits ? std::stoi(s) : -1;
-  if (!accepts(value))
-    throw std::runtime_error(std::string("deep_gemm: ") + name + " must be " + expected + ", got '" + s + "'");
-  return value;
-}
 
 // DG_SM90_FP8_CLUSTER=1|2 forces the cluster size (2 = TMA multicast of A in
 // CTA pairs); unset, the heuristics choose, and they leave multicast out since it
@@ -124,11 +88,7 @@ inline int forced_max_stages() {
 // into the TMA layout (a layout kernel per call) instead of reading them as given at small
 // M (h::kSm90Fp8SfaFromGlobalMaxM); unset or 1, they read them where that fits. For A/B runs.
 inline bool sfa_from_global_allowed() {
-  static const bool value = [] {
-    const char* v = std::getenv("DG_SM90_FP8_SFA_FROM_GLOBAL");
-    if (!v || !*v) return true;
-    return env_int_knob("DG_SM90_FP8_SFA_FROM_GLOBAL", [](int x) { return x == 0 || x == 1; }, "0 or 1") == 1;
-  }();
+  static const bool value = env_bool_knob("DG_SM90_FP8_SFA_FROM_GLOBAL", true);
   return value;
 }
 
@@ -198,24 +158,6 @@ void with_maps(const CUtensorMap* ms, size_t count, F&& f) {
   }
 }
 
-inline CUtensorMapDataType tma_dtype(h::Sm90TmaDtype t) {
-  switch (t) {
-    case h::Sm90TmaDtype::kU8: return CU_TENSOR_MAP_DATA_TYPE_UINT8;
-    case h::Sm90TmaDtype::kF32: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-    case h::Sm90TmaDtype::kBF16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  }
-  return CU_TENSOR_MAP_DATA_TYPE_UINT8;
-}
-
-inline CUtensorMapSwizzle tma_swizzle(int bytes) {
-  switch (bytes) {
-    case 32: return CU_TENSOR_MAP_SWIZZLE_32B;
-    case 64: return CU_TENSOR_MAP_SWIZZLE_64B;
-    case 128: return CU_TENSOR_MAP_SWIZZLE_128B;
-    default: return CU_TENSOR_MAP_SWIZZLE_NONE;
-  }
-}
-
 inline const void* operand_base(const Sm90Fp8Problem& p, const char* name) {
   const std::string_view n(name);
   if (n == "a") return p.a;
@@ -227,16 +169,14 @@ inline const void* operand_base(const Sm90Fp8Problem& p, const char* name) {
 
 }  // namespace detail
 
-// The kernel source for a problem, as the launcher would build it on a device
-// with `num_sms` SMs and `max_smem` bytes of opt-in shared memory. Used by the
-// launcher and by `python -m deep_gemm.warmup` (which needs no GPU).
-inline std::pair<h::Sm90Fp8GemmConfig, deep_jit::KernelSource> sm90_fp8_kernel_source(const detail::ConfigKey& key,
-                                                                                       int max_smem) {
+// The plan for a problem, as the launcher would make it on a device with `key.num_sms`
+// SMs and `max_smem` bytes of opt-in shared memory. Used by the launcher and by `python -m
+// deep_gemm.warmup` (which needs no GPU).
+inline Plan<h::Sm90Fp8GemmConfig> plan_sm90_fp8_gemm(const detail::ConfigKey& key, int max_smem) {
   const auto cfg = detail::choose_config(key, max_smem);
   const std::string name = h::sm90_fp8_gemm_name(cfg, key.compiled_m, key.compiled_n, key.compiled_k);
-  auto src = JitContext::get().source(name, h::sm90_fp8_gemm_source(cfg, key.compiled_m, key.compiled_n, key.compiled_k),
-                                      name);
-  return {cfg, std::move(src)};
+  return {cfg, JitContext::get().source(name, h::sm90_fp8_gemm_source(cfg, key.compiled_m, key.compiled_n, key.compiled_k),
+                                        name)};
 }
 
 class Sm90Fp8GemmLauncher {
@@ -246,10 +186,7 @@ class Sm90Fp8GemmLauncher {
     return instance;
   }
 
-  struct Entry {
-    h::Sm90Fp8GemmConfig cfg;
-    const deep_jit::Kernel* kernel;
-  };
+  using Entry = KernelCache<detail::ConfigKey, h::Sm90Fp8GemmConfig>::Entry;
 
   // The configuration and kernel for `p` (compiled or loaded on first use). With
   // p.sfa_from_global, entry.cfg.sfa_from_global says whether the kernel reads the scales
@@ -257,9 +194,17 @@ class Sm90Fp8GemmLauncher {
   const Entry& prepare(const Sm90Fp8Problem& p) {
     const auto& rt = DeviceRuntime::get();
     const auto [mult_m, mult_n] = rt.block_size_multiple_of();
-    const detail::ConfigKey ckey{p.fp32_out,  p.m,    p.n,    p.k,      p.compiled_m,       p.compiled_n,
-                                 p.compiled_k, rt.num_sms(p.device), mult_m, mult_n, p.device, p.sfa_from_global};
-    return entry(ckey, p);
+    const detail::ConfigKey key{p.fp32_out,  p.m,    p.n,    p.k,      p.compiled_m,       p.compiled_n,
+                                p.compiled_k, rt.num_sms(p.device), mult_m, mult_n, p.device, p.sfa_from_global};
+    return cache_.get(key, p.device, "fp8_gemm_nt", plan_sm90_fp8_gemm, [&](const h::Sm90Fp8GemmConfig& c) {
+      return deep_jit::detail::cat(p.fp32_out ? "fp8_gemm 1D1D" : "fp8_gemm 1D2D", " m=", p.m, " n=", p.n, " k=", p.k,
+                                   " -> block ", c.block_m, "x", c.block_n, ", ", c.stages, " stages, cluster ", c.cluster,
+                                   ", grid ", c.grid_x, ", smem ", c.smem_bytes, " B",
+                                   c.mma_overlap ? ", overlapped promotion" : "",
+                                   c.block_m == 256 ? ", two slabs per warpgroup" : "",
+                                   c.sfa_from_global ? ", per-token scales read as given" : "",
+                                   c.fit_m ? ", boxes of the M rows" : c.tail_m ? ", tail boxes" : "");
+    });
   }
 
   void run(const Sm90Fp8Problem& p) { launch(prepare(p), p); }
@@ -267,18 +212,8 @@ class Sm90Fp8GemmLauncher {
   static void launch(const Entry& e, const Sm90Fp8Problem& p) {
     const auto specs = h::sm90_fp8_gemm_tensor_maps(e.cfg, p.m, p.n, p.k, p.lda_bytes, p.ldb_bytes, p.ld_d);
     CUtensorMap maps[6];
-    for (size_t i = 0; i < specs.size(); ++i) {
-      const auto& s = specs[i];
-      maps[i] = deep_jit::make_tensor_map_2d(detail::operand_base(p, s.operand), detail::tma_dtype(s.dtype),
-                                             s.inner_elems, s.outer_elems, s.outer_stride_bytes, s.box_inner,
-                                             s.box_outer, detail::tma_swizzle(s.swizzle_bytes));
-    }
-    deep_jit::LaunchConfig lc;
-    lc.grid[0] = static_cast<unsigned>(e.cfg.grid_x);
-    lc.block[0] = static_cast<unsigned>(e.cfg.num_threads);
-    lc.shared_bytes = static_cast<unsigned>(e.cfg.smem_bytes);
-    lc.cluster_dim = static_cast<unsigned>(e.cfg.cluster);
-    lc.pdl = DeviceRuntime::get().pdl() || p.after_own_kernel;
+    for (size_t i = 0; i < specs.size(); ++i) maps[i] = encode_tensor_map(specs[i], detail::operand_base(p, specs[i].operand));
+    const auto lc = persistent_launch(e.cfg, DeviceRuntime::get().pdl() || p.after_own_kernel);
     const auto m = static_cast<uint32_t>(p.m), n = static_cast<uint32_t>(p.n), k = static_cast<uint32_t>(p.k);
     // The maps go last, as many as the config has (cfg.tail_m adds the tail ones).
     const size_t num_maps = specs.size();
@@ -300,31 +235,7 @@ class Sm90Fp8GemmLauncher {
   }
 
  private:
-  const Entry& entry(const detail::ConfigKey& ckey, const Sm90Fp8Problem& p) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (auto it = entries_.find(ckey); it != entries_.end()) return it->second;
-    }
-    // Slow path (first call of a shape): choose, generate, compile or load. No lock held
-    // while compiling, so other shapes proceed; deep_jit dedups concurrent builds.
-    const auto& dev = deep_jit::device_info(p.device);
-    check_arg(dev.cc_major == 9, "fp8_gemm_nt", "this kernel needs an SM90 (Hopper) GPU; device ", p.device, " (",
-              dev.name, ") is sm_", dev.cc_major, dev.cc_minor);
-    auto [cfg, src] = sm90_fp8_kernel_source(ckey, dev.max_shared_optin);
-    Entry e{cfg, &deep_jit::Runtime::get().load(src, p.device)};
-    if (detail::print_configs())
-      std::fprintf(stderr, "deep_gemm: %s m=%d n=%d k=%d -> block %dx%d, %d stages, cluster %d, grid %d, smem %d B%s%s%s%s\n",
-                   p.fp32_out ? "fp8_gemm 1D1D" : "fp8_gemm 1D2D", p.m, p.n, p.k, e.cfg.block_m, e.cfg.block_n,
-                   e.cfg.stages, e.cfg.cluster, e.cfg.grid_x, e.cfg.smem_bytes,
-                   e.cfg.mma_overlap ? ", overlapped promotion" : "", e.cfg.block_m == 256 ? ", two slabs per warpgroup" : "",
-                   e.cfg.sfa_from_global ? ", per-token scales read as given" : "",
-                   e.cfg.fit_m ? ", boxes of the M rows" : e.cfg.tail_m ? ", tail boxes" : "");
-    std::lock_guard<std::mutex> lock(mu_);
-    return entries_.try_emplace(ckey, e).first->second;
-  }
-
-  std::mutex mu_;
-  std::unordered_map<detail::ConfigKey, Entry, detail::KeyHash> entries_;
+  KernelCache<detail::ConfigKey, h::Sm90Fp8GemmConfig> cache_;
 };
 
 }  // namespace deep_gemm::launch

@@ -1,8 +1,8 @@
 // Launcher of the SM90 m-grouped FP8 GEMMs (MoE: contiguous, psum, masked): the 1D2D
-// kernel instantiated with an m-grouped scheduler. Same structure as the dense launcher
-// (launch/sm90_fp8_gemm.hpp): a config cache keyed by everything that changes the choice,
-// then tensor-map encoding and the launch on torch's current stream. Nothing here reads
-// grouped_layout / masked_m: the kernel does, on the GPU.
+// kernel instantiated with an m-grouped scheduler, on the framework of launch/common.hpp
+// (its key, plan and argument packing). It shares the dense 1D2D kernel's tuning knobs
+// (launch/sm90_fp8_gemm.hpp). Nothing here reads grouped_layout / masked_m: the kernel
+// does, on the GPU.
 #pragma once
 
 #include "sm90_fp8_gemm.hpp"
@@ -36,11 +36,7 @@ struct Sm90Fp8GroupedProblem {
 // 2.2-2.8% (index) and 1.8% (psum), 8 x ~4096 unchanged (index) and 1.1% (psum).
 // DG_SM90_FP8_DYNAMIC_TILES=0 restores the static stride (A/B). Read once per process.
 inline bool dynamic_tiles_enabled() {
-  static const bool value = [] {
-    const char* v = std::getenv("DG_SM90_FP8_DYNAMIC_TILES");
-    if (!v || !*v) return true;
-    return detail::env_int_knob("DG_SM90_FP8_DYNAMIC_TILES", [](int x) { return x == 0 || x == 1; }, "0 or 1") == 1;
-  }();
+  static const bool value = detail::env_bool_knob("DG_SM90_FP8_DYNAMIC_TILES", true);
   return value;
 }
 
@@ -49,14 +45,9 @@ namespace detail {
 struct GroupedKey {
   int gemm_type, m, groups, n, k, compiled_m, compiled_n, compiled_k, num_sms, mult_m, mult_n, align_m, device;
   bool operator==(const GroupedKey&) const = default;
-};
-struct GroupedKeyHash {
-  size_t operator()(const GroupedKey& k) const {
-    size_t h = std::hash<int>()(k.gemm_type);
-    for (int v : {k.m, k.groups, k.n, k.k, k.compiled_m, k.compiled_n, k.compiled_k, k.num_sms, k.mult_m, k.mult_n,
-                  k.align_m, k.device})
-      h = h * 1000003u ^ std::hash<int>()(v);
-    return h;
+  size_t hash() const {
+    return hash_fields({gemm_type, m, groups, n, k, compiled_m, compiled_n, compiled_k, num_sms, mult_m, mult_n, align_m,
+                        device});
   }
 };
 
@@ -76,14 +67,12 @@ inline h::Sm90Fp8GemmConfig choose_grouped_config(const GroupedKey& key, int max
 
 }  // namespace detail
 
-// The kernel source for a grouped problem (used by the launcher and by warmup, no GPU).
-inline std::pair<h::Sm90Fp8GemmConfig, deep_jit::KernelSource> sm90_fp8_grouped_kernel_source(
-    const detail::GroupedKey& key, int max_smem) {
+// The plan for a grouped problem (used by the launcher and by warmup, no GPU).
+inline Plan<h::Sm90Fp8GemmConfig> plan_sm90_fp8_grouped(const detail::GroupedKey& key, int max_smem) {
   const auto cfg = detail::choose_grouped_config(key, max_smem);
   const std::string name = h::sm90_fp8_grouped_name(cfg, key.compiled_m, key.compiled_n, key.compiled_k);
-  auto src = JitContext::get().source(
-      name, h::sm90_fp8_grouped_source(cfg, key.compiled_m, key.compiled_n, key.compiled_k), name);
-  return {cfg, std::move(src)};
+  return {cfg, JitContext::get().source(name, h::sm90_fp8_grouped_source(cfg, key.compiled_m, key.compiled_n, key.compiled_k),
+                                        name)};
 }
 
 class Sm90Fp8GroupedLauncher {
@@ -99,35 +88,17 @@ class Sm90Fp8GroupedLauncher {
     const detail::GroupedKey key{p.gemm_type,  p.m_for_config, p.groups_for_config, p.n,
                                  p.k,          p.compiled_m,   p.compiled_n,        p.compiled_k,
                                  rt.num_sms(p.device), mult_m, mult_n, p.align_m, p.device};
-    const Entry& e = entry(key, p, op);
+    const auto& e = cache_.get(key, p.device, op, plan_sm90_fp8_grouped, [&](const h::Sm90Fp8GemmConfig& c) {
+      return deep_jit::detail::cat(op, " (", h::sm90_grouped_type_name(c.gemm_type), ") m=", p.m_for_config, " n=", p.n,
+                                   " k=", p.k, " groups=", p.groups_for_config, " -> block ", c.block_m, "x", c.block_n,
+                                   ", ", c.stages, " stages, grid ", c.grid_x, ", smem ", c.smem_bytes, " B",
+                                   c.mma_overlap ? ", overlapped promotion" : "");
+    });
     launch(e, p);
   }
 
  private:
-  struct Entry {
-    h::Sm90Fp8GemmConfig cfg;
-    const deep_jit::Kernel* kernel;
-  };
-
-  const Entry& entry(const detail::GroupedKey& key, const Sm90Fp8GroupedProblem& p, const char* op) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (auto it = entries_.find(key); it != entries_.end()) return it->second;
-    }
-    const auto& dev = deep_jit::device_info(p.device);
-    check_arg(dev.cc_major == 9, op, "this kernel needs an SM90 (Hopper) GPU; device ", p.device, " (", dev.name,
-              ") is sm_", dev.cc_major, dev.cc_minor);
-    auto [cfg, src] = sm90_fp8_grouped_kernel_source(key, dev.max_shared_optin);
-    Entry e{cfg, &deep_jit::Runtime::get().load(src, p.device)};
-    if (detail::print_configs())
-      std::fprintf(stderr,
-                   "deep_gemm: %s (%s) m=%d n=%d k=%d groups=%d -> block %dx%d, %d stages, grid %d, smem %d B%s\n",
-                   op, h::sm90_grouped_type_name(cfg.gemm_type), p.m_for_config, p.n, p.k, p.groups_for_config,
-                   cfg.block_m, cfg.block_n, cfg.stages, cfg.grid_x, cfg.smem_bytes,
-                   cfg.mma_overlap ? ", overlapped promotion" : "");
-    std::lock_guard<std::mutex> lock(mu_);
-    return entries_.try_emplace(key, e).first->second;
-  }
+  using Entry = KernelCache<detail::GroupedKey, h::Sm90Fp8GemmConfig>::Entry;
 
   static void launch(const Entry& e, const Sm90Fp8GroupedProblem& p) {
     const bool masked = p.gemm_type == static_cast<int>(h::Sm90GroupedType::kMasked);
@@ -138,19 +109,10 @@ class Sm90Fp8GroupedLauncher {
                                                        p.ld_d);
     CUtensorMap maps[4];
     for (size_t i = 0; i < 4; ++i) {
-      const auto& s = specs[i];
-      const std::string_view name(s.operand);
-      const void* base = name == "a" ? p.a : name == "b" ? p.b : name == "sfa" ? p.sfa : p.d;
-      maps[i] = deep_jit::make_tensor_map_2d(base, detail::tma_dtype(s.dtype), s.inner_elems, s.outer_elems,
-                                             s.outer_stride_bytes, s.box_inner, s.box_outer,
-                                             detail::tma_swizzle(s.swizzle_bytes));
+      const std::string_view name(specs[i].operand);
+      maps[i] = encode_tensor_map(specs[i], name == "a" ? p.a : name == "b" ? p.b : name == "sfa" ? p.sfa : p.d);
     }
-    deep_jit::LaunchConfig lc;
-    lc.grid[0] = static_cast<unsigned>(e.cfg.grid_x);
-    lc.block[0] = static_cast<unsigned>(e.cfg.num_threads);
-    lc.shared_bytes = static_cast<unsigned>(e.cfg.smem_bytes);
-    lc.cluster_dim = 1;
-    lc.pdl = DeviceRuntime::get().pdl() || p.after_own_kernel;
+    const auto lc = persistent_launch(e.cfg, DeviceRuntime::get().pdl() || p.after_own_kernel);
     const auto m = static_cast<uint32_t>(p.m), n = static_cast<uint32_t>(p.n), k = static_cast<uint32_t>(p.k);
     const auto* sfb = static_cast<const float*>(p.sfb);
     const auto* layout = static_cast<const int*>(p.layout);
@@ -167,8 +129,7 @@ class Sm90Fp8GroupedLauncher {
     }
   }
 
-  std::mutex mu_;
-  std::unordered_map<detail::GroupedKey, Entry, detail::GroupedKeyHash> entries_;
+  KernelCache<detail::GroupedKey, h::Sm90Fp8GemmConfig> cache_;
 };
 
 }  // namespace deep_gemm::launch

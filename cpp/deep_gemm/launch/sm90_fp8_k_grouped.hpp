@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "../heuristics/sm90_fp8_k_grouped.hpp"
-#include "sm90_fp8_gemm.hpp"
+#include "common.hpp"
 
 namespace deep_gemm::launch {
 
@@ -50,13 +50,8 @@ namespace detail {
 struct KGroupedKey {
   int m, n, k_bucket, groups, compiled_m, compiled_n, num_sms, mult_m, mult_n, device;
   bool operator==(const KGroupedKey&) const = default;
-};
-struct KGroupedKeyHash {
-  size_t operator()(const KGroupedKey& k) const {
-    size_t h = std::hash<int>()(k.m);
-    for (int v : {k.n, k.k_bucket, k.groups, k.compiled_m, k.compiled_n, k.num_sms, k.mult_m, k.mult_n, k.device})
-      h = h * 1000003u ^ std::hash<int>()(v);
-    return h;
+  size_t hash() const {
+    return hash_fields({m, n, k_bucket, groups, compiled_m, compiled_n, num_sms, mult_m, mult_n, device});
   }
 };
 
@@ -72,13 +67,11 @@ inline h::Sm90Fp8GemmConfig choose_k_grouped_config(const KGroupedKey& key, int 
 
 }  // namespace detail
 
-// The kernel source of one launch (used by the launcher and by warmup, no GPU).
-inline std::pair<h::Sm90Fp8GemmConfig, deep_jit::KernelSource> sm90_fp8_k_grouped_kernel_source(
-    const detail::KGroupedKey& key, int max_smem) {
+// The plan of one launch (used by the launcher and by warmup, no GPU).
+inline Plan<h::Sm90Fp8GemmConfig> plan_sm90_fp8_k_grouped(const detail::KGroupedKey& key, int max_smem) {
   const auto cfg = detail::choose_k_grouped_config(key, max_smem);
   const std::string name = h::sm90_fp8_k_grouped_name(cfg, key.compiled_m, key.compiled_n);
-  auto src = JitContext::get().source(name, h::sm90_fp8_k_grouped_source(cfg, key.compiled_m, key.compiled_n), name);
-  return {cfg, std::move(src)};
+  return {cfg, JitContext::get().source(name, h::sm90_fp8_k_grouped_source(cfg, key.compiled_m, key.compiled_n), name)};
 }
 
 class Sm90KGroupedLauncher {
@@ -106,7 +99,11 @@ class Sm90KGroupedLauncher {
       for (int g = g0; g < g1; ++g) chunk_k += ks[g];
       const detail::KGroupedKey key{p.m, p.n, h::sm90_k_grouped_k_bucket(chunk_k, g1 - g0), g1 - g0,
                                     p.compiled_m, p.compiled_n, num_sms, mult_m, mult_n, p.device};
-      const Entry& e = entry(key, op);
+      const auto& e = cache_.get(key, p.device, op, plan_sm90_fp8_k_grouped, [&](const h::Sm90Fp8GemmConfig& c) {
+        return deep_jit::detail::cat(op, " (k-grouped 1D1D) m=", key.m, " n=", key.n, " groups=", key.groups, " k~",
+                                     key.k_bucket, " -> block ", c.block_m, "x", c.block_n, ", ", c.stages,
+                                     " stages, grid ", c.grid_x, ", smem ", c.smem_bytes, " B");
+      });
 
       Sm90KGroupedArgs args{};
       int64_t o = offset;
@@ -117,23 +114,17 @@ class Sm90KGroupedLauncher {
         args.kb_offset[j] = static_cast<uint32_t>(o / 128);
         if (k_g > 0) {
           const auto specs = h::sm90_fp8_k_grouped_group_maps(e.cfg, p.m, p.n, k_g);
-          args.a[j] = make_map(specs[0], p.a + static_cast<size_t>(p.m) * static_cast<size_t>(o));
-          args.b[j] = make_map(specs[1], p.b + static_cast<size_t>(p.n) * static_cast<size_t>(o));
+          args.a[j] = encode_tensor_map(specs[0], p.a + static_cast<size_t>(p.m) * static_cast<size_t>(o));
+          args.b[j] = encode_tensor_map(specs[1], p.b + static_cast<size_t>(p.n) * static_cast<size_t>(o));
         }
         o += ks[g];
       }
       args.num_groups = static_cast<uint32_t>(g1 - g0);
       // An all-empty call has no scale rows: point its (never loaded) scale maps at d.
       const auto sf_specs = h::sm90_fp8_k_grouped_sf_maps(e.cfg, p.m, p.n, sum_kb);
-      const CUtensorMap tmap_sfa = make_map(sf_specs[0], sum_kb > 0 ? static_cast<const void*>(p.sfa) : p.d);
-      const CUtensorMap tmap_sfb = make_map(sf_specs[1], sum_kb > 0 ? static_cast<const void*>(p.sfb) : p.d);
-
-      deep_jit::LaunchConfig lc;
-      lc.grid[0] = static_cast<unsigned>(e.cfg.grid_x);
-      lc.block[0] = static_cast<unsigned>(e.cfg.num_threads);
-      lc.shared_bytes = static_cast<unsigned>(e.cfg.smem_bytes);
-      lc.cluster_dim = 1;
-      lc.pdl = rt.pdl();
+      const CUtensorMap tmap_sfa = encode_tensor_map(sf_specs[0], sum_kb > 0 ? static_cast<const void*>(p.sfa) : p.d);
+      const CUtensorMap tmap_sfb = encode_tensor_map(sf_specs[1], sum_kb > 0 ? static_cast<const void*>(p.sfb) : p.d);
+      const auto lc = persistent_launch(e.cfg, rt.pdl());
       const auto m = static_cast<uint32_t>(p.m), n = static_cast<uint32_t>(p.n);
       const float* c = p.c != nullptr ? p.c + static_cast<size_t>(g0) * group_elems : nullptr;
       float* d = p.d + static_cast<size_t>(g0) * group_elems;
@@ -143,39 +134,7 @@ class Sm90KGroupedLauncher {
   }
 
  private:
-  struct Entry {
-    h::Sm90Fp8GemmConfig cfg;
-    const deep_jit::Kernel* kernel;
-  };
-
-  static CUtensorMap make_map(const h::Sm90Fp8TensorMapSpec& s, const void* base) {
-    return deep_jit::make_tensor_map_2d(base, detail::tma_dtype(s.dtype), s.inner_elems, s.outer_elems,
-                                        s.outer_stride_bytes, s.box_inner, s.box_outer,
-                                        detail::tma_swizzle(s.swizzle_bytes));
-  }
-
-  const Entry& entry(const detail::KGroupedKey& key, const char* op) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (auto it = entries_.find(key); it != entries_.end()) return it->second;
-    }
-    const auto& dev = deep_jit::device_info(key.device);
-    check_arg(dev.cc_major == 9, op, "this kernel needs an SM90 (Hopper) GPU; device ", key.device, " (", dev.name,
-              ") is sm_", dev.cc_major, dev.cc_minor);
-    auto [cfg, src] = sm90_fp8_k_grouped_kernel_source(key, dev.max_shared_optin);
-    Entry e{cfg, &deep_jit::Runtime::get().load(src, key.device)};
-    if (detail::print_configs())
-      std::fprintf(stderr,
-                   "deep_gemm: %s (k-grouped 1D1D) m=%d n=%d groups=%d k~%d -> block %dx%d, %d stages, grid %d, "
-                   "smem %d B\n",
-                   op, key.m, key.n, key.groups, key.k_bucket, cfg.block_m, cfg.block_n, cfg.stages, cfg.grid_x,
-                   cfg.smem_bytes);
-    std::lock_guard<std::mutex> lock(mu_);
-    return entries_.try_emplace(key, e).first->second;
-  }
-
-  std::mutex mu_;
-  std::unordered_map<detail::KGroupedKey, Entry, detail::KGroupedKeyHash> entries_;
+  KernelCache<detail::KGroupedKey, h::Sm90Fp8GemmConfig> cache_;
 };
 
 // ---- the tn form's layout kernel --------------------------------------------------------
@@ -248,20 +207,11 @@ class KGroupedTransposeLauncher {
   }
 
  private:
-  static constexpr int kMaxDevices = 64;
-
   const deep_jit::Kernel& kernel(int device) {
-    check_arg(device >= 0 && device < kMaxDevices, "k_grouped_fp8_gemm_tn_contiguous", "device index ", device,
-              " out of range");
-    if (const auto* k = kernels_[device].load(std::memory_order_acquire)) return *k;
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!kernels_[device].load(std::memory_order_relaxed))
-      kernels_[device].store(&deep_jit::Runtime::get().load(source(), device), std::memory_order_release);
-    return *kernels_[device].load(std::memory_order_relaxed);
+    return kernel_.get(device, "k_grouped_fp8_gemm_tn_contiguous", &KGroupedTransposeLauncher::source);
   }
 
-  std::mutex mu_;
-  std::array<std::atomic<const deep_jit::Kernel*>, kMaxDevices> kernels_{};
+  PerDeviceKernel kernel_;
 };
 
 }  // namespace deep_gemm::launch

@@ -135,12 +135,12 @@ std::string fp8_gemm_build(int64_t m, int64_t n, int64_t k, bool fp32_out, int64
   const auto [mult_m, mult_n] = DeviceRuntime::get().block_size_multiple_of();
   const launch::detail::ConfigKey key{fp32_out, int(m), int(n), int(k), cd.m ? int(m) : 0, cd.n ? int(n) : 0,
                                       cd.k ? int(k) : 0, int(num_sms), mult_m, mult_n, 0};
-  auto [cfg, src] = launch::sm90_fp8_kernel_source(key, heuristics::kSm90MaxSmemBytes);
+  auto [cfg, src] = launch::plan_sm90_fp8_gemm(key, heuristics::kSm90MaxSmemBytes);
   std::string built = src.name + "\t" + deep_jit::Runtime::get().build(src);
   // Per-token scales not in the TMA layout take another kernel at small M: build it too.
   launch::detail::ConfigKey key_as_given = key;
   key_as_given.sfa_from_global = !fp32_out;
-  auto [cfg_g, src_g] = launch::sm90_fp8_kernel_source(key_as_given, heuristics::kSm90MaxSmemBytes);
+  auto [cfg_g, src_g] = launch::plan_sm90_fp8_gemm(key_as_given, heuristics::kSm90MaxSmemBytes);
   if (cfg_g.sfa_from_global) built += "\n" + src_g.name + "\t" + deep_jit::Runtime::get().build(src_g);
   return built;
 }

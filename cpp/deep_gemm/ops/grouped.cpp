@@ -260,7 +260,7 @@ std::string m_grouped_fp8_gemm_build(std::string layout, int64_t m, int64_t n, i
                                        mult_n,
                                        align,
                                        0};
-  auto [cfg, src] = launch::sm90_fp8_grouped_kernel_source(key, h::kSm90MaxSmemBytes);
+  auto [cfg, src] = launch::plan_sm90_fp8_grouped(key, h::kSm90MaxSmemBytes);
   return src.name + "\t" + deep_jit::Runtime::get().build(src);
 }
 

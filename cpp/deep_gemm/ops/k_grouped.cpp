@@ -234,7 +234,7 @@ std::string k_grouped_fp8_gemm_build(int64_t m, int64_t n, int64_t k, int64_t nu
   const launch::detail::KGroupedKey key{int(m), int(n), h::sm90_k_grouped_k_bucket(k * groups, groups), groups,
                                         cd.m ? int(m) : 0, cd.n ? int(n) : 0, int(num_sms), mult_m, mult_n, 0};
   if (tn) deep_jit::Runtime::get().build(launch::KGroupedTransposeLauncher::source());
-  auto [cfg, src] = launch::sm90_fp8_k_grouped_kernel_source(key, h::kSm90MaxSmemBytes);
+  auto [cfg, src] = launch::plan_sm90_fp8_k_grouped(key, h::kSm90MaxSmemBytes);
   return src.name + "\t" + deep_jit::Runtime::get().build(src);
 }
 
