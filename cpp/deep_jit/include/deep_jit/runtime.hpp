@@ -20,9 +20,26 @@
 
 namespace deep_jit {
 
+namespace detail {
+
+// DG_JIT_CACHE_DIR as roots; empty when unset or empty. A value that names no
+// directory (e.g. "::::") is an Error rather than a silent ~/.deep_gemm.
+inline std::vector<std::string> cache_roots_from_env() {
+  auto dirs = env("DG_JIT_CACHE_DIR");
+  if (!dirs) return {};
+  std::vector<std::string> roots = split(*dirs, ':');
+  if (roots.empty())
+    fail(cat("The environment variable DG_JIT_CACHE_DIR is set to '", *dirs,
+             "', which names no directory; expected one or more directories separated by ':', "
+             "or unset it to use ~/.deep_gemm."));
+  return roots;
+}
+
+}  // namespace detail
+
 inline RuntimeConfig RuntimeConfig::from_env() {
   RuntimeConfig cfg;
-  if (auto dirs = detail::env("DG_JIT_CACHE_DIR")) cfg.cache_roots = detail::split(*dirs, ':');
+  cfg.cache_roots = detail::cache_roots_from_env();
   if (detail::env_flag("DG_JIT_USE_NVRTC")) cfg.backend = "nvrtc";
   if (auto nvcc = detail::env("DG_JIT_NVCC_COMPILER")) cfg.nvcc_path = *nvcc;
   if (auto lib = detail::env("DG_JIT_NVRTC_LIBRARY")) cfg.nvrtc_library = *lib;
@@ -37,7 +54,7 @@ namespace detail {
 // default ~/.deep_gemm, made absolute so later chdir() calls cannot move them.
 inline RuntimeConfig complete_config(RuntimeConfig cfg) {
   if (cfg.cache_roots.empty()) {
-    if (auto dirs = env("DG_JIT_CACHE_DIR")) cfg.cache_roots = split(*dirs, ':');
+    cfg.cache_roots = cache_roots_from_env();
     if (cfg.cache_roots.empty()) cfg.cache_roots = {join_path(home_dir(), ".deep_gemm")};
   }
   for (auto& root : cfg.cache_roots) root = absolute_path(root);
