@@ -2,6 +2,7 @@
 // build (to a cached cubin, no GPU needed) and load (into a device).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -15,6 +16,7 @@
 #include "driver.hpp"
 #include "env.hpp"
 #include "error.hpp"
+#include "fork.hpp"
 #include "fs.hpp"
 #include "types.hpp"
 
@@ -110,6 +112,7 @@ class Runtime {
     cfg_ = std::move(complete);
     configured_ = true;
     compiler_.reset();
+    ++generation_;
   }
 
   RuntimeConfig config() const {
@@ -145,21 +148,24 @@ class Runtime {
   JitInfo info() const {
     JitInfo out;
     std::shared_ptr<const detail::Compiler> compiler;
+    RuntimeConfig cfg;
+    uint64_t generation = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
       ensure_configured_locked();
       out.cache_roots = cfg_.cache_roots;
       compiler = compiler_;
-      if (!compiler) {
-        try {
-          compiler_ = detail::make_compiler(cfg_);
-          compiler = compiler_;
-        } catch (const Error& e) {
-          out.compiler_version = std::string("unavailable: ") + e.what();
-        }
-      }
+      cfg = cfg_;
+      generation = generation_;
       out.kernels_loaded = kernels_.size();
       for (const auto& [key, k] : kernels_) out.loaded_names.push_back(k->name);
+    }
+    if (!compiler) {
+      try {
+        compiler = detect_compiler(cfg, generation);
+      } catch (const Error& e) {
+        out.compiler_version = std::string("unavailable: ") + e.what();
+      }
     }
     if (compiler) {
       out.backend = compiler->backend();
@@ -174,21 +180,42 @@ class Runtime {
   }
 
  private:
-  Runtime() = default;
+  // mu_ is held only briefly (never across a compile or compiler detection)
+  // and is registered with ForkSafety, so a forked child finds it free.
+  Runtime() { detail::ForkSafety::get().protect(&mu_); }
 
   void ensure_configured_locked() const {
     if (configured_) return;
     cfg_ = detail::complete_config(RuntimeConfig::from_env());
     configured_ = true;
+    ++generation_;
   }
 
   // The configuration and compiler to use for one call; detection runs once
-  // per configure() and is retried after a failure.
+  // per configure() and is retried after a failure. It runs `nvcc --version`
+  // or loads NVRTC, so it happens outside mu_: a child forked meanwhile must
+  // not inherit mu_ held (two threads may detect at once; one result is kept).
   std::pair<RuntimeConfig, std::shared_ptr<const detail::Compiler>> snapshot() {
+    RuntimeConfig cfg;
+    uint64_t generation = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ensure_configured_locked();
+      if (compiler_) return {cfg_, compiler_};
+      cfg = cfg_;
+      generation = generation_;
+    }
+    return {cfg, detect_compiler(cfg, generation)};
+  }
+
+  // Makes the compiler for `cfg` and keeps it unless configure() ran since
+  // `generation` was read (the caller still uses it for its own call).
+  std::shared_ptr<const detail::Compiler> detect_compiler(const RuntimeConfig& cfg, uint64_t generation) const {
+    std::shared_ptr<const detail::Compiler> made = detail::make_compiler(cfg);
     std::lock_guard<std::mutex> lock(mu_);
-    ensure_configured_locked();
-    if (!compiler_) compiler_ = detail::make_compiler(cfg_);
-    return {cfg_, compiler_};
+    if (generation_ != generation) return made;
+    if (!compiler_) compiler_ = made;
+    return compiler_;
   }
 
   detail::BuildOutcome build_outcome(const KernelSource& src) {
@@ -226,6 +253,7 @@ class Runtime {
   mutable RuntimeConfig cfg_;
   mutable bool configured_ = false;
   mutable std::shared_ptr<const detail::Compiler> compiler_;
+  mutable uint64_t generation_ = 0;  // bumped by each (re)configuration
   std::map<std::string, std::unique_ptr<Kernel>> kernels_;
   detail::CacheStats stats_;
 };
