@@ -10,9 +10,12 @@
 // Guarantees:
 // - An entry appears only by rename(2) of a complete build directory, so a
 //   reader never sees a half-written entry, and a compiler killed midway
-//   leaves only a stale tmp/ directory (removed a day later).
-// - Each entry is validated before use (manifest, size, SHA-256, ELF magic).
-//   A corrupt one is moved aside and rebuilt.
+//   leaves only a stale tmp/ directory (removed by the next miss once its
+//   owner is dead, with the compiler it left running; else a day later).
+// - Each entry is validated before use (manifest, size, SHA-256, ELF magic),
+//   read without following links or blocking, and bounded by its recorded
+//   size. A corrupt one, or anything else in its place, is moved aside and
+//   rebuilt.
 // - Concurrent processes serialise on the key's lock file, and even without it
 //   (e.g. a file system without flock) the rename protocol keeps exactly one
 //   valid entry: a loser of the rename uses the winner's entry.
