@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -227,6 +228,62 @@ void test_tma_memo() {
 }
 
 // ------------------------------------------------------------ per backend
+
+// Switch parsing, build-directory owner names and hostile entry files, with
+// no compiler: junk switch values are Errors, a FIFO or a link to /dev/zero
+// in an entry is refused without blocking or reading it.
+void test_env_and_hostile_entries() {
+  std::printf("environment and hostile entries:\n");
+  for (const char* on : {"1", "true", "TRUE", "On", "yes"}) {
+    ::setenv("DJ_TEST_SWITCH", on, 1);
+    check(dj::detail::env_flag("DJ_TEST_SWITCH"), cat("switch value '", on, "' is on"));
+  }
+  for (const char* off : {"0", "false", "OFF", "No", ""}) {
+    ::setenv("DJ_TEST_SWITCH", off, 1);
+    check(!dj::detail::env_flag("DJ_TEST_SWITCH"), cat("switch value '", off, "' is off"));
+  }
+  ::setenv("DJ_TEST_SWITCH", "maybe", 1);
+  expect_error("a junk switch value", [] { dj::detail::env_flag("DJ_TEST_SWITCH"); },
+               {"DJ_TEST_SWITCH", "'maybe'", "1/0, true/false, on/off or yes/no"});
+  ::unsetenv("DJ_TEST_SWITCH");
+  ::setenv("DG_JIT_CACHE_DIR", "::::", 1);
+  expect_error("DG_JIT_CACHE_DIR naming no directory", [] { dj::RuntimeConfig::from_env(); },
+               {"DG_JIT_CACHE_DIR", "'::::'", "names no directory"});
+  ::unsetenv("DG_JIT_CACHE_DIR");
+
+  std::string name = dj::detail::owned_temp_prefix("k.v1-abc") + ".Ab3dEf";
+  auto owner = dj::detail::temp_owner(name);
+  check(owner && owner->pid == ::getpid() && owner->tag == dj::detail::pid_space_tag() && !owner->tag.empty(),
+        "a build directory name records its owner: " + name);
+  check(!dj::detail::temp_owner("djtest_tma_wgmma-0123.XXXXXX") && !dj::detail::temp_owner("corrupt.Ab3dEf"),
+        "old-style names record no owner");
+  check(dj::detail::process_alive(::getpid()) && !dj::detail::process_alive(0), "process_alive");
+
+  std::string entry = g_paths.tmp + "/hostile entry";
+  dj::detail::make_dirs(entry, "test directory");
+  ::mkfifo((entry + "/manifest").c_str(), 0644);
+  std::string why;
+  auto start = std::chrono::steady_clock::now();
+  bool refused = !dj::detail::read_valid_entry(entry, "k", &why);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  check(refused && s < 5 && why.find("not a regular file") != std::string::npos,
+        "a FIFO manifest is refused without blocking: " + why);
+  ::unlink((entry + "/manifest").c_str());
+  dj::detail::write_file(entry + "/manifest",
+                         cat(dj::detail::kManifestMagic, "\nkey k\ncubin_bytes 100\ncubin_sha256 x\n"));
+  ::symlink("/dev/zero", (entry + "/kernel.cubin").c_str());
+  refused = !dj::detail::read_valid_entry(entry, "k", &why);
+  check(refused && why.find("symbolic link") != std::string::npos, "a cubin linked to /dev/zero is not followed: " + why);
+  ::unlink((entry + "/kernel.cubin").c_str());
+  dj::detail::write_file(entry + "/kernel.cubin", std::string(1000, 'x'));
+  refused = !dj::detail::read_valid_entry(entry, "k", &why);
+  check(refused && why.find("more than the 100") != std::string::npos, "a cubin larger than recorded is not read: " + why);
+  std::string file_entry = g_paths.tmp + "/file entry";
+  dj::detail::write_file(file_entry, "x");
+  refused = !dj::detail::read_valid_entry(file_entry, "k", &why);
+  check(refused && why.find("regular file is where") != std::string::npos,
+        "a file where the entry directory belongs is reported (and so repaired): " + why);
+}
 
 void corrupt_file(const std::string& path, bool truncate) {
   std::string data = dj::detail::read_file(path);
@@ -597,6 +654,7 @@ int main(int argc, char** argv) {
     test_driver();
     test_tma_checks();
     test_tma_memo();
+    test_env_and_hostile_entries();
     std::string nvcc = dj::detail::find_nvcc();
     std::vector<std::string> backends;
     if (!nvcc.empty()) backends.push_back("nvcc");

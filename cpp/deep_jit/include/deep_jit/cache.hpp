@@ -10,9 +10,12 @@
 // Guarantees:
 // - An entry appears only by rename(2) of a complete build directory, so a
 //   reader never sees a half-written entry, and a compiler killed midway
-//   leaves only a stale tmp/ directory (removed a day later).
-// - Each entry is validated before use (manifest, size, SHA-256, ELF magic).
-//   A corrupt one is moved aside and rebuilt.
+//   leaves only a stale tmp/ directory (removed by the next miss once its
+//   owner is dead, with the compiler it left running; else a day later).
+// - Each entry is validated before use (manifest, size, SHA-256, ELF magic),
+//   read without following links or blocking, and bounded by its recorded
+//   size. A corrupt one, or anything else in its place, is moved aside and
+//   rebuilt.
 // - Concurrent processes serialise on the key's lock file, and even without it
 //   (e.g. a file system without flock) the rename protocol keeps exactly one
 //   valid entry: a loser of the rename uses the winner's entry.
@@ -37,6 +40,7 @@
 #include "compiler.hpp"
 #include "env.hpp"
 #include "error.hpp"
+#include "fork.hpp"
 #include "fs.hpp"
 #include "hash.hpp"
 #include "process.hpp"
@@ -82,6 +86,8 @@ inline std::vector<IncludeDirective> scan_includes(std::string_view code) {
 // key computations (load() on every call) do not re-read unchanged files.
 class FileHashMemo {
  public:
+  FileHashMemo() { ForkSafety::get().protect(&mu_); }
+
   // Content and hash of `path`; nothing when it cannot be read.
   std::optional<std::pair<std::string, std::string>> read(const std::string& path) {
     auto stamp = file_stamp(path);
@@ -110,8 +116,8 @@ class FileHashMemo {
 };
 
 inline FileHashMemo& file_hash_memo() {
-  static FileHashMemo memo;
-  return memo;
+  static FileHashMemo* memo = new FileHashMemo();  // never destroyed: registered with ForkSafety
+  return *memo;
 }
 
 // Every file under `include_dirs` that `code` reaches through #include, as
@@ -203,27 +209,83 @@ inline std::string manifest_field(std::string_view manifest, std::string_view fi
   return std::string(manifest.substr(begin, end == std::string_view::npos ? std::string_view::npos : end - begin));
 }
 
-// The cubin of a valid entry; otherwise nothing, with the reason in `why`.
-// The caller uses the returned bytes, not the file, so a concurrent change to
-// the file after validation cannot reach the driver.
+// Bounds on what is read from an entry, whatever its files claim.
+inline constexpr size_t kMaxManifestBytes = 64 * 1024;
+inline constexpr unsigned long long kMaxCubinBytes = 1ULL << 30;
+
+// Opens `name` inside the entry directory `dirfd` without following a link
+// and without blocking (a FIFO, a device), and reads it if it is a regular
+// file of at most `max_bytes`; otherwise nothing, with the reason in `why`.
+inline std::optional<std::string> read_entry_file(int dirfd, const char* name, size_t max_bytes, std::string* why) {
+  int fd = ::openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    int err = errno;
+    if (err == ENOENT) *why = "is missing";
+    else if (err == ELOOP) *why = "is a symbolic link";
+    else *why = cat("cannot be opened (", errno_text(err), ")");
+    return std::nullopt;
+  }
+  std::string reason;
+  auto data = read_open_regular(fd, max_bytes, &reason);
+  if (!data) *why = reason == "not a regular file" ? "is not a regular file (a FIFO or device?)" : "cannot be read: " + reason;
+  return data;
+}
+
+// Keeps the directory descriptor of an entry open for the openat() calls.
+class DirFd {
+ public:
+  explicit DirFd(int fd) : fd_(fd) {}
+  ~DirFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  DirFd(const DirFd&) = delete;
+  DirFd& operator=(const DirFd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// The cubin of a valid entry; otherwise nothing, with the reason in `why`
+// ("" when there is simply no entry). The caller uses the returned bytes, not
+// the file, so a concurrent change to the file after validation cannot reach
+// the driver. Nothing is followed through a link or read from a FIFO or
+// device, and no more than the manifest's recorded size is read, so a hostile
+// or damaged entry can neither hang the caller nor exhaust its memory.
 inline std::optional<std::string> read_valid_entry(const std::string& dir, const std::string& key, std::string* why) {
-  auto manifest = try_read_file(join_path(dir, "manifest"));
+  DirFd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (d.get() < 0) {
+    int err = errno;
+    std::string kind = file_kind_text(dir);
+    if (kind == "missing") *why = "";
+    else if (kind == "a directory") *why = cat("its directory cannot be opened (", errno_text(err), ")");
+    else *why = cat(kind, " is where its directory belongs");
+    return std::nullopt;
+  }
+  std::string reason;
+  auto manifest = read_entry_file(d.get(), "manifest", kMaxManifestBytes, &reason);
   if (!manifest) {
-    *why = is_dir(dir) ? "its manifest is missing" : "";
+    *why = cat("its manifest ", reason);
     return std::nullopt;
   }
   if (manifest->rfind(kManifestMagic, 0) != 0 || manifest_field(*manifest, "key") != key) {
     *why = "its manifest is malformed or belongs to another key";
     return std::nullopt;
   }
-  auto cubin = try_read_file(join_path(dir, "kernel.cubin"));
-  if (!cubin) {
-    *why = "its cubin is missing";
+  std::string recorded = manifest_field(*manifest, "cubin_bytes");
+  unsigned long long bytes = 0;
+  if (recorded.empty() || recorded.size() > 12 || recorded.find_first_not_of("0123456789") != std::string::npos ||
+      (bytes = std::stoull(recorded)) == 0 || bytes > kMaxCubinBytes) {
+    *why = cat("its manifest records a cubin size of '", recorded, "', not a number of bytes up to ", kMaxCubinBytes);
     return std::nullopt;
   }
-  if (std::to_string(cubin->size()) != manifest_field(*manifest, "cubin_bytes")) {
-    *why = cat("its cubin has ", cubin->size(), " bytes, not the ", manifest_field(*manifest, "cubin_bytes"),
-               " bytes the manifest records (truncated?)");
+  auto cubin = read_entry_file(d.get(), "kernel.cubin", static_cast<size_t>(bytes), &reason);
+  if (!cubin) {
+    *why = cat("its cubin ", reason, " (the manifest records ", bytes, " bytes)");
+    return std::nullopt;
+  }
+  if (cubin->size() != bytes) {
+    *why = cat("its cubin has ", cubin->size(), " bytes, not the ", bytes, " bytes the manifest records (truncated?)");
     return std::nullopt;
   }
   if (!has_elf_magic(*cubin) || sha256_hex(*cubin) != manifest_field(*manifest, "cubin_sha256")) {
@@ -233,12 +295,13 @@ inline std::optional<std::string> read_valid_entry(const std::string& dir, const
   return cubin;
 }
 
-// Moves a bad entry out of cache/ (one rename, atomic for readers), then
-// deletes it. Losing a race to another process doing the same is fine.
+// Moves whatever is at `dir` (a bad entry, a file, a link, a FIFO) out of
+// cache/ (one rename, atomic for readers), then deletes it. Links are removed,
+// never followed. Losing a race to another process doing the same is fine.
 inline void quarantine(const std::string& root, const std::string& dir) {
   std::string holder;
   try {
-    holder = make_temp_dir(join_path(root, "tmp"), "corrupt");
+    holder = make_temp_dir(join_path(root, "tmp"), owned_temp_prefix("corrupt"));
   } catch (const Error&) {
     remove_tree(dir);  // no room to move it aside: delete in place
     return;
@@ -259,8 +322,7 @@ class FileLock {
  public:
   explicit FileLock(const std::string& path) {
     if (env_flag("DG_JIT_DISABLE_LOCKS")) return;
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) fail(cat("Cannot create the JIT cache lock file ", path, ": ", errno_text(errno), "."));
+    fd_ = open_lock_file(path);
     while (::flock(fd_, LOCK_EX) != 0) {
       if (errno == EINTR) continue;
       // Some network file systems refuse flock; the rename protocol is still safe.
@@ -268,22 +330,62 @@ class FileLock {
     }
   }
   ~FileLock() {
-    if (fd_ >= 0) ::close(fd_);  // closing releases the lock
+    if (fd_ >= 0) ForkSafety::get().close_tracked(fd_);  // closing releases the lock
   }
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
 
  private:
+  // The descriptor is recorded with ForkSafety, so a child forked while we
+  // hold the lock closes its copy instead of keeping the key locked forever.
+  // Anything other than a regular file at `path` (a directory, a link, a
+  // FIFO) is in the way: it is removed and the file created afresh.
+  static int open_lock_file(const std::string& path) {
+    auto open_once = [&] {
+      return ForkSafety::get().open_tracked([&] {
+        return ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+      });
+    };
+    std::string found;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      int fd = open_once();
+      int err = errno;
+      if (fd >= 0) {
+        struct stat st{};
+        if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) return fd;
+        ForkSafety::get().close_tracked(fd);
+        found = file_kind_text(path);
+      } else if (err == ELOOP || err == EISDIR || err == ENXIO || err == ENOTDIR || err == EWOULDBLOCK) {
+        found = file_kind_text(path);
+      } else {
+        fail(cat("Cannot create the JIT cache lock file ", path, ": ", errno_text(err), "."));
+      }
+      if (attempt == 0) {
+        log_line(cat("deep_jit: the JIT cache lock file ", path, " is ", found,
+                     ", not a regular file; replacing it."));
+        remove_tree(path);
+      }
+    }
+    fail(cat("Cannot create the JIT cache lock file ", path, ": expected a regular file, found ", found,
+             " even after removing it."));
+  }
+
   int fd_ = -1;
 };
 
 // ---------------------------------------------------------------- roots
 
 // Creates the writable root's sub-directories, turning any failure (read-only
-// file system, permissions) into one clear message naming the root.
+// file system, permissions) into one clear message naming the root. Something
+// other than a directory (or a link to one) where a sub-directory belongs is
+// in the cache's own namespace and in the way: it is removed, loudly.
 inline void prepare_writable_root(const std::string& root) {
   for (const char* sub : {"cache", "tmp", "locks", "failed"}) {
     std::string dir = join_path(root, sub);
+    if (std::string kind = file_kind_text(dir); kind != "missing" && !is_dir(dir)) {
+      log_line(cat("deep_jit: the JIT cache directory ", dir, " is ", kind, ", not a directory; replacing it."));
+      ::unlink(dir.c_str());
+    }
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec || !is_dir(dir))
@@ -296,11 +398,43 @@ inline void prepare_writable_root(const std::string& root) {
   }
 }
 
-// Removes build directories left behind by processes killed mid-compile.
-inline void remove_stale_temps(const std::string& root) {
+// Stops the compiler an abandoned build directory records (compiler.pid,
+// written by run_process), with everything it started.
+inline void kill_recorded_compiler(const std::string& work, const Diagnostics& diag) {
+  std::string why;
+  DirFd d(::open(work.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (d.get() < 0) return;
+  auto text = read_entry_file(d.get(), "compiler.pid", 64, &why);
+  if (!text) return;
+  std::vector<std::string> parts = split(*text, ' ');
+  if (parts.size() < 2) return;
+  pid_t pid = static_cast<pid_t>(std::strtol(parts[0].c_str(), nullptr, 10));
+  unsigned long long start = std::strtoull(parts[1].c_str(), nullptr, 10);
+  if (kill_process_tree(pid, start))
+    debug_log(diag, cat("killed compiler process ", static_cast<long>(pid), " left running by the dead owner of ", work));
+}
+
+// Removes build directories left behind by processes killed mid-compile:
+// at once when the name records an owner in our PID space that is dead
+// (first stopping the compiler it left running), else after a day (owners on
+// other hosts or in other PID namespaces, names without an owner).
+inline void remove_stale_temps(const std::string& root, const Diagnostics& diag) {
   std::string tmp = join_path(root, "tmp");
+  std::string here;
+  bool here_known = false;
   for (const auto& name : list_dir(tmp)) {
     std::string path = join_path(tmp, name);
+    auto owner = temp_owner(name);
+    if (owner && !here_known) {
+      here = pid_space_tag();
+      here_known = true;
+    }
+    if (owner && !here.empty() && owner->tag == here && owner->pid != ::getpid() && !process_alive(owner->pid)) {
+      kill_recorded_compiler(path, diag);
+      debug_log(diag, cat("removing ", path, ": its owner, process ", static_cast<long>(owner->pid), ", is dead"));
+      remove_tree(path);
+      continue;
+    }
     if (age_seconds(path) > kStaleTempSeconds) remove_tree(path);
   }
 }
@@ -420,14 +554,14 @@ class DiskCache {
       stats_.repaired++;
       repaired = true;
     }
-    remove_stale_temps(root);
+    remove_stale_temps(root, diag_);
     BuildOutcome out = compile_and_publish(root);
     out.repaired = repaired;
     return out;
   }
 
   BuildOutcome compile_and_publish(const std::string& root) {
-    std::string work = make_temp_dir(join_path(root, "tmp"), dir_name_);
+    std::string work = make_temp_dir(join_path(root, "tmp"), owned_temp_prefix(dir_name_));
     try {
       std::string cubin = compile_into(root, work);
       BuildOutcome out = publish(root, work, std::move(cubin));
@@ -501,7 +635,8 @@ class DiskCache {
         return BuildOutcome{join_path(dir, "kernel.cubin"), std::move(cubin), true, false};
       }
       int err = errno;
-      if (err != EEXIST && err != ENOTEMPTY)
+      // EEXIST/ENOTEMPTY: a directory is there; ENOTDIR: something else is in the way.
+      if (err != EEXIST && err != ENOTEMPTY && err != ENOTDIR)
         fail(cat("Cannot publish the compiled kernel ", src_.name, " to ", dir, ": ", errno_text(err), "."));
       std::string why;
       if (auto theirs = read_valid_entry(dir, key_, &why)) {

@@ -100,7 +100,8 @@ class NvccCompiler final : public Compiler {
     CompileResult result;
     result.command = command_line(argv);
     if (req.diag.print_command) log_line("deep_jit: " + result.command);
-    ProcessResult pr = run_process(argv);
+    // The pid file lets a later build reap this compiler if we are killed (see remove_stale_temps).
+    ProcessResult pr = run_process(argv, join_path(req.work_dir, "compiler.pid"));
     result.log = pr.output;
     result.ok = pr.ok();
     if (!result.ok) result.status = "nvcc " + pr.status_text();

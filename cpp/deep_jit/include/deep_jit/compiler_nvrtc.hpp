@@ -15,6 +15,7 @@
 
 #include "compiler.hpp"
 #include "env.hpp"
+#include "fork.hpp"
 #include "error.hpp"
 #include "fs.hpp"
 #include "process.hpp"
@@ -88,10 +89,16 @@ inline std::unique_ptr<NvrtcApi> load_nvrtc(const std::string& path) {
 
 // One loaded library per path for the life of the process (never dlclosed:
 // programs and the builtins library refer to it).
+// The mutex is registered with ForkSafety (and never destroyed), so a child
+// forked while another thread loads NVRTC does not inherit it held.
 inline const NvrtcApi& nvrtc_api(const std::string& path) {
-  static std::mutex mu;
+  static std::mutex* mu = [] {
+    auto* m = new std::mutex();
+    ForkSafety::get().protect(m);
+    return m;
+  }();
   static std::map<std::string, std::unique_ptr<NvrtcApi>> loaded;
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::mutex> lock(*mu);
   auto it = loaded.find(path);
   if (it != loaded.end()) return *it->second;
   return *loaded.emplace(path, load_nvrtc(path)).first->second;

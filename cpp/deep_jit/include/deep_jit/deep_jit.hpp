@@ -10,6 +10,7 @@
 #include "types.hpp"
 #include "env.hpp"
 #include "hash.hpp"
+#include "fork.hpp"
 #include "fs.hpp"
 #include "process.hpp"
 #include "driver.hpp"

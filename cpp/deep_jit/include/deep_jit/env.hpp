@@ -23,11 +23,19 @@ inline std::optional<std::string> env(const char* name) {
   return std::string(v);
 }
 
-// A switch is on when set to anything but "0", "false", "off" or "no".
+// A boolean switch: unset or empty is off; 1/true/on/yes is on and
+// 0/false/off/no is off (any case). Anything else is an Error naming the
+// variable, so a typo cannot silently mean "on".
 inline bool env_flag(const char* name) {
   auto v = env(name);
   if (!v) return false;
-  return *v != "0" && *v != "false" && *v != "off" && *v != "no" && *v != "FALSE" && *v != "OFF";
+  std::string lower;
+  for (char c : *v) lower.push_back(c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c);
+  if (lower == "1" || lower == "true" || lower == "on" || lower == "yes") return true;
+  if (lower == "0" || lower == "false" || lower == "off" || lower == "no") return false;
+  fail(cat("The environment variable ", name, " is set to '", *v,
+           "', which is not a switch value; expected 1/0, true/false, on/off or yes/no (any case), "
+           "or empty/unset for off."));
 }
 
 inline std::vector<std::string> split(std::string_view s, char sep) {

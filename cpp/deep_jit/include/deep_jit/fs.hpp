@@ -50,29 +50,66 @@ inline bool is_file(const std::string& path) {
 
 inline bool is_executable_file(const std::string& path) { return is_file(path) && ::access(path.c_str(), X_OK) == 0; }
 
-// Reads a whole file; nothing when it cannot be opened.
-inline std::optional<std::string> try_read_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
+// What is at `path`, not following a final symbolic link, for messages:
+// "missing", "a regular file", "a directory", "a symbolic link", "a FIFO", ...
+inline std::string file_kind_text(const std::string& path) {
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) != 0) return "missing";
+  if (S_ISREG(st.st_mode)) return "a regular file";
+  if (S_ISDIR(st.st_mode)) return "a directory";
+  if (S_ISLNK(st.st_mode)) return "a symbolic link";
+  if (S_ISFIFO(st.st_mode)) return "a FIFO";
+  if (S_ISSOCK(st.st_mode)) return "a socket";
+  return "a device";
+}
+
+// Reads the regular file open on `fd` (closing it), at most `max_bytes`.
+// Nothing when `fd` is not a regular file, holds more than `max_bytes` or a
+// read fails; `why` (if given) then says which.
+inline std::optional<std::string> read_open_regular(int fd, size_t max_bytes, std::string* why) {
+  auto give_up = [&](std::string reason) -> std::optional<std::string> {
+    ::close(fd);
+    if (why) *why = std::move(reason);
+    return std::nullopt;
+  };
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) return give_up(errno_text(errno));
+  if (!S_ISREG(st.st_mode)) return give_up("not a regular file");
+  if (static_cast<unsigned long long>(st.st_size) > max_bytes)
+    return give_up(cat("it has ", st.st_size, " bytes, more than the ", max_bytes, " expected"));
   std::string data;
+  data.reserve(static_cast<size_t>(st.st_size));
   char buf[65536];
   for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
+    size_t room = max_bytes + 1 - data.size();  // one more byte tells a file that grew
+    ssize_t n = ::read(fd, buf, room < sizeof(buf) ? room : sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      ::close(fd);
-      return std::nullopt;
-    }
+    if (n < 0) return give_up(errno_text(errno));
     if (n == 0) break;
     data.append(buf, static_cast<size_t>(n));
+    if (data.size() > max_bytes) return give_up(cat("it grew past the ", max_bytes, " bytes expected"));
   }
   ::close(fd);
   return data;
 }
 
+inline constexpr size_t kMaxReadBytes = size_t(1) << 30;
+
+// Reads a whole regular file (following links; a FIFO or device is refused
+// without blocking on it); nothing when it cannot be read.
+inline std::optional<std::string> try_read_file(const std::string& path, std::string* why = nullptr) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    if (why) *why = errno_text(errno);
+    return std::nullopt;
+  }
+  return read_open_regular(fd, kMaxReadBytes, why);
+}
+
 inline std::string read_file(const std::string& path) {
-  auto data = try_read_file(path);
-  if (!data) fail(cat("Cannot read the file ", path, ": ", errno_text(errno), "."));
+  std::string why;
+  auto data = try_read_file(path, &why);
+  if (!data) fail(cat("Cannot read the file ", path, ": ", why, "."));
   return *data;
 }
 

@@ -2,6 +2,7 @@
 // build (to a cached cubin, no GPU needed) and load (into a device).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -15,14 +16,32 @@
 #include "driver.hpp"
 #include "env.hpp"
 #include "error.hpp"
+#include "fork.hpp"
 #include "fs.hpp"
 #include "types.hpp"
 
 namespace deep_jit {
 
+namespace detail {
+
+// DG_JIT_CACHE_DIR as roots; empty when unset or empty. A value that names no
+// directory (e.g. "::::") is an Error rather than a silent ~/.deep_gemm.
+inline std::vector<std::string> cache_roots_from_env() {
+  auto dirs = env("DG_JIT_CACHE_DIR");
+  if (!dirs) return {};
+  std::vector<std::string> roots = split(*dirs, ':');
+  if (roots.empty())
+    fail(cat("The environment variable DG_JIT_CACHE_DIR is set to '", *dirs,
+             "', which names no directory; expected one or more directories separated by ':', "
+             "or unset it to use ~/.deep_gemm."));
+  return roots;
+}
+
+}  // namespace detail
+
 inline RuntimeConfig RuntimeConfig::from_env() {
   RuntimeConfig cfg;
-  if (auto dirs = detail::env("DG_JIT_CACHE_DIR")) cfg.cache_roots = detail::split(*dirs, ':');
+  cfg.cache_roots = detail::cache_roots_from_env();
   if (detail::env_flag("DG_JIT_USE_NVRTC")) cfg.backend = "nvrtc";
   if (auto nvcc = detail::env("DG_JIT_NVCC_COMPILER")) cfg.nvcc_path = *nvcc;
   if (auto lib = detail::env("DG_JIT_NVRTC_LIBRARY")) cfg.nvrtc_library = *lib;
@@ -37,7 +56,7 @@ namespace detail {
 // default ~/.deep_gemm, made absolute so later chdir() calls cannot move them.
 inline RuntimeConfig complete_config(RuntimeConfig cfg) {
   if (cfg.cache_roots.empty()) {
-    if (auto dirs = env("DG_JIT_CACHE_DIR")) cfg.cache_roots = split(*dirs, ':');
+    cfg.cache_roots = cache_roots_from_env();
     if (cfg.cache_roots.empty()) cfg.cache_roots = {join_path(home_dir(), ".deep_gemm")};
   }
   for (auto& root : cfg.cache_roots) root = absolute_path(root);
@@ -93,6 +112,7 @@ class Runtime {
     cfg_ = std::move(complete);
     configured_ = true;
     compiler_.reset();
+    ++generation_;
   }
 
   RuntimeConfig config() const {
@@ -128,21 +148,24 @@ class Runtime {
   JitInfo info() const {
     JitInfo out;
     std::shared_ptr<const detail::Compiler> compiler;
+    RuntimeConfig cfg;
+    uint64_t generation = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
       ensure_configured_locked();
       out.cache_roots = cfg_.cache_roots;
       compiler = compiler_;
-      if (!compiler) {
-        try {
-          compiler_ = detail::make_compiler(cfg_);
-          compiler = compiler_;
-        } catch (const Error& e) {
-          out.compiler_version = std::string("unavailable: ") + e.what();
-        }
-      }
+      cfg = cfg_;
+      generation = generation_;
       out.kernels_loaded = kernels_.size();
       for (const auto& [key, k] : kernels_) out.loaded_names.push_back(k->name);
+    }
+    if (!compiler) {
+      try {
+        compiler = detect_compiler(cfg, generation);
+      } catch (const Error& e) {
+        out.compiler_version = std::string("unavailable: ") + e.what();
+      }
     }
     if (compiler) {
       out.backend = compiler->backend();
@@ -157,21 +180,42 @@ class Runtime {
   }
 
  private:
-  Runtime() = default;
+  // mu_ is held only briefly (never across a compile or compiler detection)
+  // and is registered with ForkSafety, so a forked child finds it free.
+  Runtime() { detail::ForkSafety::get().protect(&mu_); }
 
   void ensure_configured_locked() const {
     if (configured_) return;
     cfg_ = detail::complete_config(RuntimeConfig::from_env());
     configured_ = true;
+    ++generation_;
   }
 
   // The configuration and compiler to use for one call; detection runs once
-  // per configure() and is retried after a failure.
+  // per configure() and is retried after a failure. It runs `nvcc --version`
+  // or loads NVRTC, so it happens outside mu_: a child forked meanwhile must
+  // not inherit mu_ held (two threads may detect at once; one result is kept).
   std::pair<RuntimeConfig, std::shared_ptr<const detail::Compiler>> snapshot() {
+    RuntimeConfig cfg;
+    uint64_t generation = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ensure_configured_locked();
+      if (compiler_) return {cfg_, compiler_};
+      cfg = cfg_;
+      generation = generation_;
+    }
+    return {cfg, detect_compiler(cfg, generation)};
+  }
+
+  // Makes the compiler for `cfg` and keeps it unless configure() ran since
+  // `generation` was read (the caller still uses it for its own call).
+  std::shared_ptr<const detail::Compiler> detect_compiler(const RuntimeConfig& cfg, uint64_t generation) const {
+    std::shared_ptr<const detail::Compiler> made = detail::make_compiler(cfg);
     std::lock_guard<std::mutex> lock(mu_);
-    ensure_configured_locked();
-    if (!compiler_) compiler_ = detail::make_compiler(cfg_);
-    return {cfg_, compiler_};
+    if (generation_ != generation) return made;
+    if (!compiler_) compiler_ = made;
+    return compiler_;
   }
 
   detail::BuildOutcome build_outcome(const KernelSource& src) {
@@ -209,6 +253,7 @@ class Runtime {
   mutable RuntimeConfig cfg_;
   mutable bool configured_ = false;
   mutable std::shared_ptr<const detail::Compiler> compiler_;
+  mutable uint64_t generation_ = 0;  // bumped by each (re)configuration
   std::map<std::string, std::unique_ptr<Kernel>> kernels_;
   detail::CacheStats stats_;
 };
