@@ -348,7 +348,7 @@ def test_fp8_gemm_is_deterministic_and_graph_capturable():
 def test_fp8_gemm_1d1d_is_deterministic_over_many_runs():
     """The 1D1D kernel reads each stage's SFB from shared memory and hands the stage back to
     the TMA: a read landing after the refill showed up in between 1 of 29 and 19 of 19 runs
-    (docs/NOTES.md, session 23), so one pair of runs is not enough to see it."""
+    (2026-12-01; docs/design-notes.md), so one pair of runs is not enough to see it."""
     m, n, k = 4096, 7168, 2048
     a, b = _quantized(m, n, k, fp32_out=True)
     c = torch.randn(m, n, device="cuda")

@@ -191,7 +191,7 @@ def test_warmup_compiles_grouped_suite(tmp_path):
     assert len(lines) == 6  # 2 contiguous, 2 masked, 2 k-grouped
     assert sum("sm90_fp8_gemm_1d1d_kg_m7168n" in line for line in lines) == 2
     # The m-grouped bench shapes take 256x128 tiles, measured faster than 128x128 on the
-    # H200 (docs/NOTES.md, 2026-11-30 session 4: contiguous 1285/1234 vs 1120/1113 TFLOP/s,
+    # H200 (2026-11-30: contiguous 1285/1234 vs 1120/1113 TFLOP/s,
     # masked 944/1168 vs 740/987).
     m_grouped = [line for line in lines if "_mgc_" in line or "_mgm_" in line]
     assert len(m_grouped) == 4 and all("_b256x128_" in line for line in m_grouped), m_grouped

@@ -414,7 +414,7 @@ def test_all_groups_empty_writes_c_or_zeros():
 @pytest.mark.parametrize("g,m,n", [(8, 7168, 2048), (16, 2112, 4096)])
 def test_deterministic(g, m, n):
     """Many runs, bitwise: a stage's SFB read landing after the TMA refilled the stage showed
-    up in between 3 of 31 and 21 of 21 runs of the 16-group problem (docs/NOTES.md, session 23)."""
+    up in between 3 of 31 and 21 of 21 runs of the 16-group problem (2026-12-01; docs/design-notes.md)."""
     ks = _draw_ks(g, 1024, seed=3, empty=(0,))
     p = Problem(m, n, ks, seed=3)
     c = torch.randn(g, m, n, device="cuda")

@@ -23,9 +23,9 @@ def test_warmup_compiles_fp8_suite_into_a_fresh_cache(tmp_path):
     assert len(lines) == 14
     assert sorted(int(line.split()[0]) for line in lines if "_sg" in line.split()[-2]) == [128] * 4, lines
     cubins = [line.split()[-1] for line in lines]
-    # The tiles measured best on the H200 (docs/NOTES.md, 2026-11-30): BLOCK_M 256 for the
+    # The tiles measured best on the H200 (2026-11-30): BLOCK_M 256 for the
     # large shapes, 128x192 for the single-wave 128x24576x1536, 128-row tiles over 64-row
-    # ones for 128x7168x16384 and 128x4096x7168 (session 4's BLOCK_M A/B).
+    # ones for 128x7168x16384 and 128x4096x7168 (a BLOCK_M A/B).
     names = {tuple(int(x) for x in line.split()[0:5:2]): line.split()[-2] for line in lines if "bf16" in line}
     assert "_b256x128_" in names[(4096, 7168, 16384)] and "_b256x128_" in names[(4096, 4096, 7168)], names
     assert "_b128x192_" in names[(128, 24576, 1536)], names

@@ -4,8 +4,9 @@ A math warp releases a stage with an mbarrier arrive (`SYNCS.ARRIVE.TRANS64.A1T0
 SASS); the producer may then refill the stage with the TMA. An `LDS` of that stage must
 have read shared memory by then, and ptxas (CUDA 13.0) does not make the arrive wait for an
 earlier `LDS` whose result is only used later: the TMA's refill can then overtake the read
-(session 23: the 1D1D kernels scaled one K block's last columns with the next block's SFB,
-in up to every run, while the other warpgroup's epilogue kept the LSU busy). The
+(2026-12-01, docs/design-notes.md: the 1D1D kernels scaled one K block's last columns with
+the next block's SFB, in up to every run, while the other warpgroup's epilogue kept the LSU
+busy). The
 kernels therefore release through sm90::release_stage_after_reads, which stores a value of
 the reads before the arrive. This check reads `cuobjdump --dump-sass` text and, going
 through each kernel in address order, reports every consumer arrive issued while an `LDS`

@@ -1,4 +1,4 @@
-# Device check used during the 2026-11-30 session (carry dist and .whl): GPU tests, SASS of
+# The full device check (carry dist and .whl): GPU tests, SASS of
 # every cached kernel, then the benches.
 #   DG_TESTS="test_fp8_gemm.py test_grouped.py"  test files (default: all of tests/)
 #   DG_BENCH_SUITES="fp8 grouped"                 bench suites ("none" to skip)

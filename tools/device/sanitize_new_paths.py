@@ -1,7 +1,7 @@
 """compute-sanitizer memcheck driver for the kernel paths added on 2026-11-30 (run on the
 GPU host under `compute-sanitizer --tool memcheck`): BLOCK_M 256 (two slabs per math
 warpgroup), BLOCK_N 192, the overlapped contiguous grouped kernel, PDL launches, and (since
-session 21) the tail boxes of dense GEMMs whose M is not a multiple of BLOCK_M.
+2026-12-01) the tail boxes of dense GEMMs whose M is not a multiple of BLOCK_M.
 Shapes are small so the sanitizer finishes quickly; the choices were checked with
 DG_PRINT_CONFIGS."""
 import torch

@@ -5,7 +5,7 @@ The 1D2D kernels built with DG_TRACE_TILES=1 stamp clock64 per math warpgroup an
 This times each case with the stamps on (bench protocol), then reads the stamps of one
 flushed launch: per tile, the wait for the first stage (1 - 0), the K loop (2 - 1), the
 epilogue (3 - 2) and the gap to the next tile (next 0 - 3), in SM clocks. The stamps slow
-the kernels down (~10% in session 16's runs): read the figures for the shape of a tile's
+the kernels down (~10%, measured 2026-12-01): read the figures for the shape of a tile's
 time, not for its speed.
 
   python tools/device/tile_trace.py

@@ -6,7 +6,7 @@
 # every build that is not "old".
 # AB_BUILDS replaces the whole list (e.g. AB_BUILDS="new late": no dist/old needed).
 # The benches build their kernels with DG_JIT_PTXAS_CHECK=1: a kernel that spills fails
-# loudly instead of being timed (session 25 timed two spilling kernels of a variant).
+# loudly instead of being timed (an A/B on 2026-12-02 once timed two spilling kernels of a variant).
 #   AB_SUITES="grouped" AB_TESTS="test_grouped.py" AB_SANITIZE=1 AB_MORE="late" bash tools/device/wheel_ab.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"

@@ -135,7 +135,7 @@ inline double sm90_fp8_multicast_fraction(int num_m, int num_n, int group_n) {
 // Whether a dense GEMM with M > BLOCK_M should load its last m-block through tail boxes
 // (cfg.tail_m, sm90_fp8_tail_box_rows): where BLOCK_M-row boxes would bring at least 48
 // rows per last-block tile, and at least 1/8 of all their rows, from past M. Measured on the
-// H200 (NOTES.md, 2026-12-01 session 21), GPU us per call: 129 x 2112 x 7168 28.9 -> 14.4
+// H200 (2026-12-01; docs/design-notes.md), GPU us per call: 129 x 2112 x 7168 28.9 -> 14.4
 // (127 rows past M), 192 x 4096 x 7168 25.9 -> 16.0 (64), 389 x 2112 x 7168 26.1 -> 16.4
 // (123), 65 x 2112 x 7168 (64-row tiles, 63) 15.6 -> 13.0; but 96 x 2112 x 7168 (64-row
 // tiles, 32) 12.4 -> 12.8. Where few rows lie past M there is little to gain, and the tail
@@ -160,7 +160,7 @@ inline bool sm90_fp8_tail_boxes_pay(int m, int block_m) {
 //   loads:   L2 -> SM ~64 B/clk per SM; multicast halves A for the pairs that share it.
 //   tiles:   waves of grid_x tiles, ~400 clk of epilogue per 64-row slab pair, ~1500 clk of fill.
 //   DRAM:    ~2150 B/clk for the whole GPU (4.3 TB/s at ~2 GHz), a floor.
-// Calibration (H200, NOTES.md): 128x128 at 4096x7168x16384 ran ~720 clk per K block with
+// Calibration (H200, 2026-11-29): 128x128 at 4096x7168x16384 ran ~720 clk per K block with
 // overlap and ~815 without (model 670 / 764) at the ~1.6 GHz sustained clock.
 // num_groups > 1 (m-grouped): `num_groups` independent m x n x k problems sharing the grid.
 inline double sm90_fp8_estimate_cycles(const Sm90Fp8GemmConfig& c, int m, int n, int k, int num_groups = 1) {
@@ -185,7 +185,7 @@ inline double sm90_fp8_estimate_cycles(const Sm90Fp8GemmConfig& c, int m, int n,
     // (kernel_bench v5), while 96 and 64 matched the model. Since the K loop is compiled per
     // straddle point (1D2D, BLOCK_N 160, 192), those two run without the penalty: at 4096x2112x7168
     // 128x192 took 113.6 us against 116.5 for 256x96, and on the other bench shapes the model
-    // still puts 256x128 first, as measured (NOTES.md, 2026-11-30 session 9, run 4).
+    // still puts 256x128 first, as measured (H200, 2026-11-30).
     const bool straddle_fixed =
         c.kind == Sm90Fp8Kind::k1D2D && c.block_m == 128 && (c.block_n == 160 || c.block_n == 192);
     const bool off_sweet_spot = ((c.block_m == 128 && c.block_n > 64 && c.block_n != 128) ||
@@ -193,7 +193,7 @@ inline double sm90_fp8_estimate_cycles(const Sm90Fp8GemmConfig& c, int m, int n,
                                 !straddle_fixed;
     // One math warpgroup (block_m 64) has nothing to hide its own waits and promotion
     // behind: measured ~1.25x the model per K block (masked 32 x ~192 rows, N 4096, K 7168:
-    // 64x160 ran 595 TFLOP/s where 128x128 ran 690; NOTES.md 2026-11-30, run 2).
+    // 64x160 ran 595 TFLOP/s where 128x128 ran 690; H200, 2026-11-30).
     const double one_wg = c.block_m == 64 ? 1.25 : 1.0;
     const double per_k_block = (std::max({tensor, smem, load}) + promote) * (off_sweet_spot ? 1.2 : 1.0) * one_wg;
     const double tile = (k / 128) * per_k_block + 400.0 * std::max(1, slabs / 2);
@@ -206,7 +206,7 @@ inline double sm90_fp8_estimate_cycles(const Sm90Fp8GemmConfig& c, int m, int n,
     // One-warpgroup tiles also lose when the DRAM stream bounds the kernel (the 1.25 above
     // then hardly counts): with M = 128, 128-row tiles ran 17% faster at 128x7168x16384
     // (45.5 vs 55.0 us) and 4% at 128x4096x7168, while 64x32 stayed 6% ahead at
-    // 128x2112x7168 (NOTES.md, 2026-11-30 session 4, DG_SM90_FP8_BLOCK_M A/B).
+    // 128x2112x7168 (H200, 2026-11-30, DG_SM90_FP8_BLOCK_M A/B).
     const double one_wg_overall = c.block_m == 64 ? 1.1 : 1.0;
     return (std::max(sm_work, dram) + 0.3 * std::min(sm_work, dram)) * one_wg_overall;
 }
@@ -215,7 +215,7 @@ inline double sm90_fp8_estimate_cycles(const Sm90Fp8GemmConfig& c, int m, int n,
 // `cluster`), never more CTAs than tiles. Balanced: the fewest CTAs that keep the same
 // number of waves, so every CTA runs the same number of tiles. On the H200 the dense 1D2D
 // bench shapes ran 0.7-2% faster so (896 tiles on 128 CTAs instead of 132, 7 waves either
-// way; 352 on 118; NOTES.md, session 15); the 1D1D kernel takes it too (same scheduler, not
+// way; 352 on 118; measured 2026-12-01); the 1D1D kernel takes it too (same scheduler, not
 // timed apart). The contiguous grouped layout does not (see rank_sm90_fp8_grouped_configs).
 inline int sm90_fp8_persistent_grid(long tiles, int max_grid, int cluster, bool balanced) {
     if (tiles <= 0) return std::min(max_grid, cluster);
@@ -226,7 +226,7 @@ inline int sm90_fp8_persistent_grid(long tiles, int max_grid, int cluster, bool 
 // Every legal configuration for an m x n x k problem on `num_sms` SMs, best first by the
 // cycle model. fp32_out selects the 1D1D kernel. Deterministic.
 // Cluster-2 (A multicast) candidates are listed only with allow_cluster2: on the H200 they
-// measured 0-10% slower than cluster 1 in every bench shape (NOTES.md, run 2), so the
+// measured 0-10% slower than cluster 1 in every bench shape (docs/design-notes.md), so the
 // automatic choice does not take them until that changes.
 inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_gemm_configs(int m, int n, int k, int num_sms, bool fp32_out,
                                                                  int max_smem_bytes = kSm90MaxSmemBytes,
@@ -336,10 +336,10 @@ inline std::string trace_tiles_suffix() { return trace_tiles() ? "_trace" : ""; 
 // where they are (each math thread its two rows, one K block ahead, in the overlapped or
 // the plain one-slab schedule: block_m <= 128). Cluster 1 only (cluster pairs are a
 // tuning knob here, and untested with it). Measured on the H200 against converting, GPU
-// time per call (NOTES.md, 2026-12-01 sessions 19 and 22):
-//   - bench protocol (L2 flushed, launches interleaved; tools/device/sfa_given_ab.py), 40
+// time per call (2026-12-01; docs/design-notes.md):
+//   - bench protocol (L2 flushed, launches interleaved), 40
 //     shapes at M = 1-512: up to 19% less at M <= 384, nowhere more than 2% more (noise);
-//   - back to back in a CUDA graph (tools/device/small_m_sfa.py): up to 26% less at M <=
+//   - back to back in a CUDA graph: up to 26% less at M <=
 //     384 but for 192 x 7168 x 16384 (9% more, where the same kernel read 7% apart in two
 //     processes); at M = 512, 6-11% more in two of five shapes.
 // So up to M = 384.
@@ -507,7 +507,7 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_grouped_configs(int gemm_typ
     std::vector<Sm90Fp8GemmConfig> out;
     // The contiguous layout keeps every SM (no wave balancing): its tiles differ in cost
     // (padding rows skipped, tiles split between two groups), and 130 balanced CTAs measured
-    // 0.7% slower than 132 on 4 x ~8192 rows (NOTES.md, session 15).
+    // 0.7% slower than 132 on 4 x ~8192 rows (H200, 2026-12-01).
     for (auto c : rank_sm90_fp8_gemm_configs(std::max(m, 1), n, k, num_sms, false, max_smem_bytes, false,
                                              std::max(num_groups, 1), false)) {
         // block_n 192 spills at the grouped kernels' 224 registers.
@@ -519,7 +519,7 @@ inline std::vector<Sm90Fp8GemmConfig> rank_sm90_fp8_grouped_configs(int gemm_typ
         if (gemm_type != static_cast<int>(Sm90GroupedType::kContiguous)) c.grid_x = num_sms;
         // The contiguous index layout walks M_sum like one tall GEMM: a 32-wide scheduler
         // group re-reads A from DRAM half as often as 16 and measured 1-2% faster on 8 x
-        // ~4096 rows (N 7168, K 2048), equal on 4 x ~8192 (NOTES.md, sessions 5 and 12).
+        // ~4096 rows (N 7168, K 2048), equal on 4 x ~8192 (H200, 2026-11-30 and 2026-12-01).
         // Masked measured best at 16 (the default); psum, not in the bench, keeps it too.
         if (gemm_type == static_cast<int>(Sm90GroupedType::kContiguous)) c.group_n = 32;
         // Masked and psum walk the groups with a cursor (producer on 56 registers, math on

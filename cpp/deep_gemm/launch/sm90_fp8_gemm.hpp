@@ -50,7 +50,7 @@ struct ConfigKey {
 
 // DG_SM90_FP8_CLUSTER=1|2 forces the cluster size (2 = TMA multicast of A in
 // CTA pairs); unset, the heuristics choose, and they leave multicast out since it
-// measured slower than cluster 1 so far (docs/NOTES.md). For tuning and for
+// measured slower than cluster 1 so far (docs/design-notes.md). For tuning and for
 // testing the cluster path.
 inline int forced_cluster() {
   static const int value =

@@ -31,7 +31,7 @@ struct Sm90Fp8GroupedProblem {
 
 // Whether the m-grouped GEMMs claim their tiles at run time from a per-call counter
 // instead of walking them with the static stride (tile_scheduler.cuh). On by default:
-// measured on the H200 (docs/NOTES.md, 2026-12-01 session 20) masked 6 x ~1024 2.6-4.8%
+// measured on the H200 (2026-12-01, docs/design-notes.md) masked 6 x ~1024 2.6-4.8%
 // faster over three token distributions, masked 32 x ~192 0.3-1.1%, contiguous 4 x ~8192
 // 2.2-2.8% (index) and 1.8% (psum), 8 x ~4096 unchanged (index) and 1.1% (psum).
 // DG_SM90_FP8_DYNAMIC_TILES=0 restores the static stride (A/B). Read once per process.

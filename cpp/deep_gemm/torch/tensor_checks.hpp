@@ -98,7 +98,7 @@ class ArgChecker {
               "'s data pointer must be 16-byte aligned for TMA (a sliced view may break this)");
   }
   // A bf16 output the TMA stores: the TMA writes the 16 bytes that hold a row's last
-  // column whole (measured on the H200, NOTES.md 2026-12-01 session 17), so N must fill
+  // column whole (measured on the H200, 2026-12-01; docs/design-notes.md), so N must fill
   // them. A packed `out` already needs that for its row pitch; a column slice of a wider
   // buffer would otherwise have up to 7 columns past N overwritten.
   void tma_store_columns(TensorArg out, int64_t n) const {

@@ -38,7 +38,7 @@ constexpr uint32_t kMathRegs = 232;         // setmaxnreg for the math warpgroup
 // Registers per thread at entry: every entry is __launch_bounds__(384, 1), which gives 168
 // (64K / 384 in multiples of 8). setmaxnreg.inc waits until the CTA holds the registers it
 // asks for, so budgets over that allocation hang the kernel instead of failing it (seen
-// with a 48-register producer beside 232-register math warpgroups, NOTES.md session 11).
+// with a 48-register producer beside 232-register math warpgroups, H200, 2026-12-01).
 constexpr uint32_t kEntryRegs = 168;
 constexpr bool register_budgets_fit(uint32_t num_math_threads, uint32_t producer_regs, uint32_t math_regs) {
     return 128 * producer_regs + num_math_threads * math_regs <= (128 + num_math_threads) * kEntryRegs;
@@ -219,12 +219,12 @@ concept ClaimsTiles = Scheduler::kClaimsTiles;
 // Rows that exist: A rounded up to 8 rows (one 128-byte swizzle atom), SFA to 4 (16 bytes).
 // The stage's other rows keep stale data, which reaches only accumulator rows >= M, and
 // those are never stored. Boxes of BLOCK_M rows that reach mostly past M ran up to 2.6x
-// slower (1 x 7168 x 16384: 84.0 against 32.3 us per call; NOTES.md, 2026-12-01 session
-// 20): the out-of-bounds fill, not the rows that exist, set the pace. A template parameter,
+// slower (1 x 7168 x 16384: 84.0 against 32.3 us per call; 2026-12-01, docs/design-notes.md):
+// the out-of-bounds fill, not the rows that exist, set the pace. A template parameter,
 // so that every other kernel keeps its code (a runtime choice of the boxes in every kernel
 // moved ptxas' register allocation and cost 4096 x 2112 x 7168 8.5%). kFitM is not kTail
-// with one m-block: its second pair of maps measured 3% slower at 1 x 2112 x 7168 (session
-// 21).
+// with one m-block: its second pair of maps measured 3% slower at 1 x 2112 x 7168
+// (2026-12-01).
 enum class MBoxes : uint32_t { kBlock, kFitM, kTail };
 
 struct BoxRows {
@@ -392,7 +392,7 @@ __device__ __forceinline__ void release_stage(uint64_t* empty, uint32_t lane, bo
 // after the store. Without this, ptxas (CUDA 13.0) may issue the arrive while an LDS is still
 // queued, and the TMA refill (async proxy) of the stage can overtake it: measured on the H200
 // while the other warpgroup's epilogue kept the LSU busy, even for an LDS issued before the
-// wgmmas (docs/NOTES.md, session 23). A proxy fence also orders them, but costs a MEMBAR that
+// wgmmas (2026-12-01; docs/design-notes.md). A proxy fence also orders them, but costs a MEMBAR that
 // waits for every outstanding load of the warp (2-7% slower).
 template <uint32_t kCluster>
 __device__ __forceinline__ void release_stage_after_reads(uint64_t* empty, uint32_t* word, uint32_t reads,

@@ -316,7 +316,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                   "boxes of the rows that exist: dense, cluster 1");
     // m-grouped: the producer hands its tiles to the math warpgroups (tile slots), so the
     // schedule's layout reads and group walk stay off their path between two tiles. Dense
-    // GEMMs measured slower that way (NOTES.md, session 8): their walk is a few integer
+    // GEMMs measured slower that way (H200, 2026-11-30): their walk is a few integer
     // operations, which the math warpgroups keep doing themselves.
     constexpr bool kTileSlots = kGemmType != GemmType::kNormal;
     using Layout = Fp8SmemLayout<kBlockM, kBlockN, kStages, false, kBlockM * kBlockN * 2, kTileSlots>;
@@ -331,21 +331,21 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     constexpr uint32_t kProdRegs = kWalksGroups ? 56 : kProducerRegs;
     // Contiguous index layout: the math warpgroups fetch the next tile and the SFB of its
     // first K block before the current tile's epilogue, so that global round trip runs under
-    // the epilogue rather than at the next tile's start (measured in session 7, when the
-    // fetch still walked the schedule and made its layout reads). Measured on
-    // the H200 (NOTES.md, 2026-11-30 session 7): +5% on 4 x ~8192 rows, +1-2% on 8 x ~4096.
+    // the epilogue rather than at the next tile's start (measured when the fetch still
+    // walked the schedule and made its layout reads). Measured on the H200
+    // (2026-11-30): +5% on 4 x ~8192 rows, +1-2% on 8 x ~4096.
     // Not taken by the other variants: masked 6 x ~1024 lost 4.5% and the dense M = 128 rows
     // 2-4% with the same change.
     constexpr bool kEarlyNext = kGemmType == GemmType::kMGroupedContiguous;
     constexpr uint32_t kMathRegsHere = kWalksGroups ? 224 : kMathRegs;
     // The plain K loop peels a tile's first K block: its promotion writes the result, which
-    // is then not zeroed at the tile's start. Measured on the H200 (NOTES.md, 2026-12-01
-    // session 17): 4096x2112x7168 (128x192) 9% faster, masked 6 x ~1024 2.2%, masked
+    // is then not zeroed at the tile's start. Measured on the H200 (2026-12-01):
+    // 4096x2112x7168 (128x192) 9% faster, masked 6 x ~1024 2.2%, masked
     // 32 x ~192 1.2%, 4096x24576x1536 1.1%, other rows equal, except the contiguous index
-    // layout: 0.7% slower on 4 x ~8192 rows (K 7168; 0.6% again in session 26), so it keeps
+    // layout: 0.7% slower on 4 x ~8192 rows (K 7168; 0.6% again on 2026-12-02), so it keeps
     // the zeroed form unless its K is compiled in and at most 16 blocks, where the tile start
-    // weighs more: 8 x ~4096 rows (K 2048) 0.5% faster in six of six paired rounds (session
-    // 26).
+    // weighs more: 8 x ~4096 rows (K 2048) 0.5% faster in six of six paired rounds
+    // (2026-12-02, 69cfdb8).
     constexpr bool kPeelFirst =
         kGemmType != GemmType::kMGroupedContiguous || (kShapeK != 0 && kShapeK <= 16 * kBlockK);
     static_assert(register_budgets_fit(kNumMathThreads, kProdRegs, kMathRegsHere), "setmaxnreg budgets over the entry allocation");
@@ -500,7 +500,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                     }
                     // The stage's wgmma descriptors are computed before its full-barrier wait, so
                     // that fewer instructions sit between the data landing and the first wgmma.
-                    // Measured on the H200 (NOTES.md, 2026-12-01 session 18): 4096x7168x16384
+                    // Measured on the H200 (2026-12-01): 4096x7168x16384
                     // 0.6% faster, 4096x7168x2048 1%, contiguous 4 x ~8192 0.4% slower, the
                     // other rows equal.
                     const uint64_t desc_b = descs.b(s);

@@ -52,7 +52,7 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
 
 // The same wait as one asm statement: its spin loop is PTX the compiler cannot see, so a
 // wait whose outcome steers the tile loop leaves that loop warp-uniform to it (a C++ loop
-// there moved every wgmma descriptor out of the uniform registers, NOTES.md session 6).
+// there moved every wgmma descriptor out of the uniform registers, H200, 2026-11-30).
 // Labels inside the braces are local to the block, so the statement can be inlined often.
 __device__ __forceinline__ void mbar_wait_uniform(uint64_t* bar, uint32_t parity) {
     asm volatile(
