@@ -8,7 +8,7 @@
 #include <torch/csrc/stable/tensor.h>
 
 #include "../runtime/device_runtime.hpp"
-#include "../torch/errors.hpp"
+#include "../common/errors.hpp"
 
 namespace deep_gemm::ops {
 

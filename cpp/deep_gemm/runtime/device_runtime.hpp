@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "../torch/errors.hpp"
+#include "../common/errors.hpp"
 
 namespace deep_gemm {
 

@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "errors.hpp"
+#include "../common/errors.hpp"
 
 namespace deep_gemm {
 

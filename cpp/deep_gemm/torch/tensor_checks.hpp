@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "errors.hpp"
+#include "../common/errors.hpp"
 
 namespace deep_gemm {
 
