@@ -1,4 +1,4 @@
-"""Child process of test_grouped.py::test_forced_block_m_edge_layouts (DG_SM90_FP8_BLOCK_M is
+"""Child process of test_grouped.py::test_forced_block_m_edge_layouts (DG_DEV_SM90_FP8_BLOCK_M is
 read once per process). Runs the dense and m-grouped bf16-out GEMMs on layouts whose tiles
 are only partly valid, against a float reference with the output poisoned (NaN) first, and
 prints one line per case: "CASE <name> OK" or raises."""

@@ -415,7 +415,7 @@ def test_cluster_multicast_kernel_in_and_out_of_graph(backend, tmp_path):
     import subprocess
     import sys
 
-    env = dict(os.environ, DG_SM90_FP8_CLUSTER="2", DG_JIT_CACHE_DIR=str(tmp_path),
+    env = dict(os.environ, DG_DEV_SM90_FP8_CLUSTER="2", DG_JIT_CACHE_DIR=str(tmp_path),
                DG_JIT_USE_NVRTC="1" if backend == "nvrtc" else "0")
     out = subprocess.run([sys.executable, "-c", _CLUSTER_CHILD], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -195,7 +195,7 @@ def test_warmup_compiles_grouped_suite(tmp_path):
     # masked 944/1168 vs 740/987).
     m_grouped = [line for line in lines if "_mgc_" in line or "_mgm_" in line]
     assert len(m_grouped) == 4 and all("_b256x128_" in line for line in m_grouped), m_grouped
-    # They claim their tiles at run time ("_dt") unless DG_SM90_FP8_DYNAMIC_TILES=0.
+    # They claim their tiles at run time ("_dt") unless DG_DEV_SM90_FP8_DYNAMIC_TILES=0.
     assert all("_dt" in line.split()[-2] for line in m_grouped), m_grouped
     for line in lines:
         path = line.split()[-1]
@@ -207,7 +207,7 @@ def test_warmup_compiles_grouped_suite(tmp_path):
 @pytest.mark.skipif(shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"),
                     reason="needs nvcc to compile")
 def test_dynamic_tiles_knob_reaches_the_kernels(tmp_path):
-    """DG_SM90_FP8_DYNAMIC_TILES=0 builds the static-stride m-grouped kernels (no "_dt"),
+    """DG_DEV_SM90_FP8_DYNAMIC_TILES=0 builds the static-stride m-grouped kernels (no "_dt"),
     for every layout; a bad value fails loudly, naming the variable."""
     build = ("import deep_gemm, torch\n"
              "for layout, m, em in (('contiguous', 4096, 0), ('psum', 4096, 512), ('masked', 1024, 256)):\n"
@@ -216,15 +216,15 @@ def test_dynamic_tiles_knob_reaches_the_kernels(tmp_path):
     env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path))
     names = {}
     for value in ("0", "1"):
-        out = subprocess.run([sys.executable, "-c", build], env=dict(env, DG_SM90_FP8_DYNAMIC_TILES=value),
+        out = subprocess.run([sys.executable, "-c", build], env=dict(env, DG_DEV_SM90_FP8_DYNAMIC_TILES=value),
                              capture_output=True, text=True, timeout=600)
         assert out.returncode == 0, out.stderr[-2000:]
         names[value] = out.stdout.split()
     assert len(names["0"]) == 3 and not any(n.endswith("_dt") for n in names["0"]), names
     assert names["1"] == [n + "_dt" for n in names["0"]], names
-    bad = subprocess.run([sys.executable, "-c", build], env=dict(env, DG_SM90_FP8_DYNAMIC_TILES="2"),
+    bad = subprocess.run([sys.executable, "-c", build], env=dict(env, DG_DEV_SM90_FP8_DYNAMIC_TILES="2"),
                          capture_output=True, text=True, timeout=120)
-    assert bad.returncode != 0 and "DG_SM90_FP8_DYNAMIC_TILES must be 0 or 1" in bad.stderr, bad.stderr[-800:]
+    assert bad.returncode != 0 and "DG_DEV_SM90_FP8_DYNAMIC_TILES must be 0 or 1" in bad.stderr, bad.stderr[-800:]
 
 
 # ---- correctness (GPU) -------------------------------------------------------------
@@ -600,11 +600,11 @@ def test_m_grouped_claimed_tiles_on_few_sms(kind):
 
 @pytest.mark.gpu
 def test_static_tile_walk_still_correct():
-    """DG_SM90_FP8_DYNAMIC_TILES=0 (the static stride, kept for A/B runs) on the edge
+    """DG_DEV_SM90_FP8_DYNAMIC_TILES=0 (the static stride, kept for A/B runs) on the edge
     layouts of the BLOCK_M 256 child below; a child process because the knob is read once
     per process."""
     child = os.path.join(os.path.dirname(__file__), "forced_block_m_child.py")
-    env = dict(os.environ, DG_SM90_FP8_BLOCK_M="256", DG_SM90_FP8_DYNAMIC_TILES="0")
+    env = dict(os.environ, DG_DEV_SM90_FP8_BLOCK_M="256", DG_DEV_SM90_FP8_DYNAMIC_TILES="0")
     out = subprocess.run([sys.executable, child], env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-1500:] + out.stderr[-3000:]
     assert len([x for x in out.stdout.splitlines() if x.startswith("CASE")]) == 8, out.stdout
@@ -619,9 +619,9 @@ def test_forced_block_m_edge_layouts(block_m):
     """Each BLOCK_M on tiles that are only partly valid: dense M tails, contiguous groups
     starting mid-tile (BLOCK_M 256 splits such tiles at their middle row), a 128-row
     padding block before a group, psum, and masked_m at every 64-row slab boundary. Runs in
-    a child process because DG_SM90_FP8_BLOCK_M is read once per process."""
+    a child process because DG_DEV_SM90_FP8_BLOCK_M is read once per process."""
     child = os.path.join(os.path.dirname(__file__), "forced_block_m_child.py")
-    env = dict(os.environ, DG_SM90_FP8_BLOCK_M=str(block_m), DG_PRINT_CONFIGS="1")
+    env = dict(os.environ, DG_DEV_SM90_FP8_BLOCK_M=str(block_m), DG_PRINT_CONFIGS="1")
     out = subprocess.run([sys.executable, child], env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-1500:] + out.stderr[-3000:]
     cases = [x for x in out.stdout.splitlines() if x.startswith("CASE")]

@@ -3,6 +3,10 @@ Python exception, never a crash, for every bad value."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -107,3 +111,18 @@ def test_num_sms_on_gpu():
             deep_gemm.set_num_sms(total + 1)
     finally:
         deep_gemm.set_num_sms(total)
+
+
+@pytest.mark.parametrize("old,new", [("DG_SM90_FP8_BLOCK_M", "DG_DEV_SM90_FP8_BLOCK_M"),
+                                     ("DG_SM90_FP8_DYNAMIC_TILES", "DG_DEV_SM90_FP8_DYNAMIC_TILES"),
+                                     ("DG_TRACE_TILES", "DG_DEV_TRACE_TILES")])
+def test_developer_knobs_under_their_old_names_fail_loudly(old, new):
+    """The tuning knobs carry a DG_DEV_ prefix; one set under its old name would do nothing."""
+
+    env = dict(os.environ, **{old: "1"})
+    code = ("import torch, deep_gemm\n"
+            "ops = torch.ops.deep_gemm\n"
+            "ops.fp8_gemm_build(128, 256, 512, False, 132, 'nk') if 'DYNAMIC' not in %r else "
+            "ops.m_grouped_fp8_gemm_build('masked', 128, 256, 512, 4, 64, 132, 'nk')\n" % old)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0 and f"{old} is now named {new}" in out.stderr, out.stderr[-2000:]

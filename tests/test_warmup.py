@@ -74,8 +74,8 @@ def test_chosen_kernels_do_not_spill(tmp_path):
 # Tuning knobs of the FP8 GEMM configuration: (variable, a good value, what the kernel name
 # then holds and no longer holds, bad values, the error's words).
 TUNING_KNOBS = [
-    ("DG_SM90_FP8_GROUP_N", "8", "_g8", "_g16", ("7", "0", "66", "x"), "must be an even number"),
-    ("DG_SM90_FP8_STAGES", "2", "_s2_", "_s3_", ("1", "13", "x"), "must be in [2, 12]"),
+    ("DG_DEV_SM90_FP8_GROUP_N", "8", "_g8", "_g16", ("7", "0", "66", "x"), "must be an even number"),
+    ("DG_DEV_SM90_FP8_STAGES", "2", "_s2_", "_s3_", ("1", "13", "x"), "must be in [2, 12]"),
 ]
 
 
@@ -100,18 +100,18 @@ def test_tuning_knob_reaches_the_kernel_and_rejects_bad_values(tmp_path, var, go
                     reason="needs nvcc to compile")
 def test_small_m_warmup_builds_the_per_token_scale_kernel_unless_turned_off(tmp_path):
     """M <= 384: warmup also builds the kernel that reads per-token scales as given ("_sg");
-    DG_SM90_FP8_SFA_FROM_GLOBAL=0 turns it off, and a bad value fails loudly."""
+    DG_DEV_SM90_FP8_SFA_FROM_GLOBAL=0 turns it off, and a bad value fails loudly."""
     cmd = [sys.executable, "-m", "deep_gemm.warmup", "--num-sms", "132", "--shape", "16,256,512", "--shape",
            "385,256,512"]
     env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path))
-    env.pop("DG_SM90_FP8_SFA_FROM_GLOBAL", None)
+    env.pop("DG_DEV_SM90_FP8_SFA_FROM_GLOBAL", None)
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.strip().splitlines()
     assert [line.split()[0] for line in lines if "_sg" in line] == ["16"], lines
-    off = subprocess.run(cmd, env=dict(env, DG_SM90_FP8_SFA_FROM_GLOBAL="0"), capture_output=True, text=True,
+    off = subprocess.run(cmd, env=dict(env, DG_DEV_SM90_FP8_SFA_FROM_GLOBAL="0"), capture_output=True, text=True,
                          timeout=600)
     assert off.returncode == 0 and "_sg" not in off.stdout and len(off.stdout.strip().splitlines()) == 2, off.stdout
-    bad = subprocess.run(cmd, env=dict(env, DG_SM90_FP8_SFA_FROM_GLOBAL="2"), capture_output=True, text=True,
+    bad = subprocess.run(cmd, env=dict(env, DG_DEV_SM90_FP8_SFA_FROM_GLOBAL="2"), capture_output=True, text=True,
                          timeout=120)
-    assert bad.returncode != 0 and "DG_SM90_FP8_SFA_FROM_GLOBAL must be 0 or 1" in bad.stderr, bad.stderr[-800:]
+    assert bad.returncode != 0 and "DG_DEV_SM90_FP8_SFA_FROM_GLOBAL must be 0 or 1" in bad.stderr, bad.stderr[-800:]

@@ -2,7 +2,7 @@
 # A/B of a process-wide knob on the device (carry dist and .whl): the bench suites without
 # peers, alternating the knob's values in separate processes, twice each, so clock drift
 # shows up as a spread rather than as a difference.
-#   AB_VAR=DG_SM90_FP8_BLOCK_M AB_VALUES="256 128" AB_SUITES="fp8 grouped" \
+#   AB_VAR=DG_DEV_SM90_FP8_BLOCK_M AB_VALUES="256 128" AB_SUITES="fp8 grouped" \
 #   AB_TESTS="test_fp8_gemm.py test_grouped.py" bash tools/device/ab_env.sh
 set -uo pipefail
 . "$(dirname "$0")/install_wheel.sh"

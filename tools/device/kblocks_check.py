@@ -2,7 +2,7 @@
 against a float reference with the output poisoned first (GPU host). For K-loop changes that
 treat the number of K blocks per tile modulo the pipeline depth.
 
-  DG_SM90_FP8_BLOCK_M=256 python tools/device/kblocks_check.py
+  DG_DEV_SM90_FP8_BLOCK_M=256 python tools/device/kblocks_check.py
 """
 
 import sys

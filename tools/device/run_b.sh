@@ -24,7 +24,7 @@ if [ -n "${DG_SANITIZE:-}" ]; then
   # memcheck of the 256-row m-grouped paths (contiguous tiles split at their middle row,
   # slabs skipped, direct row stores) and of the dense paths of tools/device/sanitize_new_paths.py.
   echo "== compute-sanitizer (memcheck)"
-  DG_SM90_FP8_BLOCK_M=256 timeout 240 compute-sanitizer --tool memcheck python3 tests/forced_block_m_child.py 2>&1 \
+  DG_DEV_SM90_FP8_BLOCK_M=256 timeout 240 compute-sanitizer --tool memcheck python3 tests/forced_block_m_child.py 2>&1 \
     | grep -E "CASE|ERROR SUMMARY|Error|error" | tail -12
   timeout 200 compute-sanitizer --tool memcheck python3 tools/device/sanitize_new_paths.py 2>&1 | tail -2
 fi

@@ -14,7 +14,7 @@ for tool in ${SAN_TOOLS:-initcheck synccheck racecheck}; do
   echo "rc $?"
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|sanitizer script done" "$OUT/san_${tool}_paths.txt"
   echo "== $tool: forced BLOCK_M 256"
-  DG_SM90_FP8_BLOCK_M=256 timeout 90 compute-sanitizer --tool "$tool" python3 tests/forced_block_m_child.py \
+  DG_DEV_SM90_FP8_BLOCK_M=256 timeout 90 compute-sanitizer --tool "$tool" python3 tests/forced_block_m_child.py \
     > "$OUT/san_${tool}_bm256.txt" 2>&1
   echo "rc $?"
   grep -cE "^CASE .* OK" "$OUT/san_${tool}_bm256.txt" | sed 's/^/cases ok: /'

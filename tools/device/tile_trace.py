@@ -1,6 +1,6 @@
 """Where a tile's time goes at its boundaries (GPU host).
 
-The 1D2D kernels built with DG_TRACE_TILES=1 stamp clock64 per math warpgroup and tile:
+The 1D2D kernels built with DG_DEV_TRACE_TILES=1 stamp clock64 per math warpgroup and tile:
 0 tile start (tile fetched), 1 first K block's data ready, 2 K loop done, 3 epilogue done.
 This times each case with the stamps on (bench protocol), then reads the stamps of one
 flushed launch: per tile, the wait for the first stage (1 - 0), the K loop (2 - 1), the
@@ -14,7 +14,7 @@ time, not for its speed.
 import os
 import statistics
 
-os.environ["DG_TRACE_TILES"] = "1"  # before the first kernel is built
+os.environ["DG_DEV_TRACE_TILES"] = "1"  # before the first kernel is built
 
 import torch  # noqa: E402
 
@@ -41,7 +41,7 @@ def summary(name, values):
 
 def main():
     buf = torch.zeros(CTAS * WGS * TILES * 4, dtype=torch.int64, device="cuda")
-    os.environ["DG_TRACE_TILES_PTR"] = str(buf.data_ptr())
+    os.environ["DG_DEV_TRACE_TILES_PTR"] = str(buf.data_ptr())
     timer = bench.LaunchTimer(30, 3)
     for name, build in CASES.items():
         torch.manual_seed(0)

@@ -25,7 +25,7 @@ for v in $builds; do
   fi
   if [ -n "${AB_SANITIZE:-}" ]; then
     echo "== compute-sanitizer memcheck ($v), BLOCK_M 256 edge layouts"
-    PYTHONPATH=/tmp/site_$v DG_JIT_CACHE_DIR=/tmp/cache_$v DG_SM90_FP8_BLOCK_M=256 timeout 240 \
+    PYTHONPATH=/tmp/site_$v DG_JIT_CACHE_DIR=/tmp/cache_$v DG_DEV_SM90_FP8_BLOCK_M=256 timeout 240 \
       compute-sanitizer --tool memcheck python3 tests/forced_block_m_child.py 2>&1 | grep -E "ERROR SUMMARY|rror" | tail -4
   fi
 done

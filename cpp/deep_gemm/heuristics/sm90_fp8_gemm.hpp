@@ -206,7 +206,7 @@ inline double sm90_fp8_estimate_cycles(const Sm90Fp8GemmConfig& c, int m, int n,
     // One-warpgroup tiles also lose when the DRAM stream bounds the kernel (the 1.25 above
     // then hardly counts): with M = 128, 128-row tiles ran 17% faster at 128x7168x16384
     // (45.5 vs 55.0 us) and 4% at 128x4096x7168, while 64x32 stayed 6% ahead at
-    // 128x2112x7168 (H200, 2026-11-30, DG_SM90_FP8_BLOCK_M A/B).
+    // 128x2112x7168 (H200, 2026-11-30, DG_DEV_SM90_FP8_BLOCK_M A/B).
     const double one_wg_overall = c.block_m == 64 ? 1.1 : 1.0;
     return (std::max(sm_work, dram) + 0.3 * std::min(sm_work, dram)) * one_wg_overall;
 }
@@ -301,16 +301,18 @@ inline Sm90Fp8GemmConfig make_sm90_fp8_gemm_config(bool fp32_out, int bm, int bn
     return Sm90Fp8GemmConfig{};  // block_m 128 / block_n 128 defaults; caller passed an illegal shape
 }
 
-// Diagnostics: DG_TRACE_TILES=1 (read once per process) builds the 1D2D kernels with tile
+// Diagnostics: DG_DEV_TRACE_TILES=1 (read once per process) builds the 1D2D kernels with tile
 // boundary stamps (common/sm90_fp8_core.cuh) and one more entry argument, the stamp buffer,
-// which the launchers take from DG_TRACE_TILES_PTR (a device address, decimal). For
+// which the launchers take from DG_DEV_TRACE_TILES_PTR (a device address, decimal). For
 // tools/device/tile_trace.py; never set in production (the stamps cost time).
 inline bool trace_tiles() {
     static const bool on = [] {
-        const char* v = std::getenv("DG_TRACE_TILES");
+        if (const char* old = std::getenv("DG_TRACE_TILES"); old && *old)
+            throw std::runtime_error("deep_gemm: DG_TRACE_TILES is now named DG_DEV_TRACE_TILES (a developer knob)");
+        const char* v = std::getenv("DG_DEV_TRACE_TILES");
         if (!v || !*v) return false;
         const std::string s(v);
-        if (s != "0" && s != "1") throw std::runtime_error("deep_gemm: DG_TRACE_TILES must be 0 or 1, got '" + s + "'");
+        if (s != "0" && s != "1") throw std::runtime_error("deep_gemm: DG_DEV_TRACE_TILES must be 0 or 1, got '" + s + "'");
         return s == "1";
     }();
     return on;

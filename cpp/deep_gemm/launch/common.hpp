@@ -49,10 +49,21 @@ inline bool print_configs() {
   return on;
 }
 
+// Developer knobs are named DG_DEV_*; a variable still set under the knob's old name (without
+// "DEV_") would silently do nothing, so it fails loudly.
+inline void refuse_old_knob_name(const char* name) {
+  const std::string s(name);
+  if (s.rfind("DG_DEV_", 0) != 0) return;
+  const std::string old = "DG_" + s.substr(7);
+  if (const char* v = std::getenv(old.c_str()); v && *v)
+    throw std::runtime_error("deep_gemm: " + old + " is now named " + s + " (a developer knob); rename it");
+}
+
 // A tuning knob: the integer value of environment variable `name`, or 0 when unset. A value
 // that is not a short decimal number or that `accepts` rejects fails loudly, naming what
 // was `expected`. Callers read it once per process (a function-local static).
 inline int env_int_knob(const char* name, bool (*accepts)(int), const char* expected) {
+  refuse_old_knob_name(name);
   const char* v = std::getenv(name);
   if (!v || !*v) return 0;
   const std::string s(v);
@@ -65,6 +76,7 @@ inline int env_int_knob(const char* name, bool (*accepts)(int), const char* expe
 
 // A 0/1 knob whose unset value is `unset`.
 inline bool env_bool_knob(const char* name, bool unset) {
+  refuse_old_knob_name(name);
   const char* v = std::getenv(name);
   if (!v || !*v) return unset;
   return env_int_knob(name, [](int x) { return x == 0 || x == 1; }, "0 or 1") == 1;

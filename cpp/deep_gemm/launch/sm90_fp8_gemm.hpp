@@ -48,47 +48,47 @@ struct ConfigKey {
   }
 };
 
-// DG_SM90_FP8_CLUSTER=1|2 forces the cluster size (2 = TMA multicast of A in
+// DG_DEV_SM90_FP8_CLUSTER=1|2 forces the cluster size (2 = TMA multicast of A in
 // CTA pairs); unset, the heuristics choose, and they leave multicast out since it
 // measured slower than cluster 1 so far (docs/design-notes.md). For tuning and for
 // testing the cluster path.
 inline int forced_cluster() {
   static const int value =
-      env_int_knob("DG_SM90_FP8_CLUSTER", [](int v) { return v == 1 || v == 2; }, "1 or 2");
+      env_int_knob("DG_DEV_SM90_FP8_CLUSTER", [](int v) { return v == 1 || v == 2; }, "1 or 2");
   return value;
 }
 
-// DG_SM90_FP8_BLOCK_M=64|128|256 restricts the dense and m-grouped 1D2D choices to that
+// DG_DEV_SM90_FP8_BLOCK_M=64|128|256 restricts the dense and m-grouped 1D2D choices to that
 // BLOCK_M (the 1D1D kernels ignore it); unset, the heuristics choose. For tuning and for
 // testing a tile path on shapes that would not pick it.
 inline int forced_block_m() {
   static const int value = env_int_knob(
-      "DG_SM90_FP8_BLOCK_M", [](int v) { return v == 64 || v == 128 || v == 256; }, "64, 128 or 256");
+      "DG_DEV_SM90_FP8_BLOCK_M", [](int v) { return v == 64 || v == 128 || v == 256; }, "64, 128 or 256");
   return value;
 }
 
-// DG_SM90_FP8_GROUP_N=<even number, 2..64> sets the tile scheduler's group width (n-blocks
+// DG_DEV_SM90_FP8_GROUP_N=<even number, 2..64> sets the tile scheduler's group width (n-blocks
 // per L2 group) of the dense and m-grouped 1D2D kernels; unset, 16. For tuning.
 inline int forced_group_n() {
   static const int value = env_int_knob(
-      "DG_SM90_FP8_GROUP_N", [](int v) { return v >= 2 && v <= 64 && v % 2 == 0; }, "an even number in [2, 64]");
+      "DG_DEV_SM90_FP8_GROUP_N", [](int v) { return v >= 2 && v <= 64 && v % 2 == 0; }, "an even number in [2, 64]");
   return value;
 }
 
-// DG_SM90_FP8_STAGES=<2..12> caps the pipeline depth of the dense and m-grouped FP8 GEMMs at
+// DG_DEV_SM90_FP8_STAGES=<2..12> caps the pipeline depth of the dense and m-grouped FP8 GEMMs at
 // that many stages; unset, a tile takes as many as fit. For tuning (e.g. how much a
 // cluster pair's coupled stage ring needs).
 inline int forced_max_stages() {
   static const int value =
-      env_int_knob("DG_SM90_FP8_STAGES", [](int v) { return v >= 2 && v <= h::kSm90Fp8MaxStages; }, "in [2, 12]");
+      env_int_knob("DG_DEV_SM90_FP8_STAGES", [](int v) { return v >= 2 && v <= h::kSm90Fp8MaxStages; }, "in [2, 12]");
   return value;
 }
 
-// DG_SM90_FP8_SFA_FROM_GLOBAL=0 makes the dense 1D2D GEMMs always convert per-token scales
+// DG_DEV_SM90_FP8_SFA_FROM_GLOBAL=0 makes the dense 1D2D GEMMs always convert per-token scales
 // into the TMA layout (a layout kernel per call) instead of reading them as given at small
 // M (h::kSm90Fp8SfaFromGlobalMaxM); unset or 1, they read them where that fits. For A/B runs.
 inline bool sfa_from_global_allowed() {
-  static const bool value = env_bool_knob("DG_SM90_FP8_SFA_FROM_GLOBAL", true);
+  static const bool value = env_bool_knob("DG_DEV_SM90_FP8_SFA_FROM_GLOBAL", true);
   return value;
 }
 
@@ -124,13 +124,13 @@ inline h::Sm90Fp8GemmConfig choose_config(const ConfigKey& key, int max_smem) {
                                                  key.mult_m, ", ", key.mult_n, ") as set_block_size_multiple_of asks"));
 }
 
-// DG_TRACE_TILES_PTR: the stamp buffer of a tile trace (h::trace_tiles()), read per launch
+// DG_DEV_TRACE_TILES_PTR: the stamp buffer of a tile trace (h::trace_tiles()), read per launch
 // while tracing; a trace without it fails loudly rather than writing through null.
 inline unsigned long long* trace_tiles_buffer() {
-  const char* v = std::getenv("DG_TRACE_TILES_PTR");
+  const char* v = std::getenv("DG_DEV_TRACE_TILES_PTR");
   const unsigned long long address = v ? std::strtoull(v, nullptr, 10) : 0;
   if (address == 0)
-    throw std::runtime_error("deep_gemm: DG_TRACE_TILES is set but DG_TRACE_TILES_PTR (the stamp buffer's device "
+    throw std::runtime_error("deep_gemm: DG_DEV_TRACE_TILES is set but DG_DEV_TRACE_TILES_PTR (the stamp buffer's device "
                              "address) is not");
   return reinterpret_cast<unsigned long long*>(static_cast<uintptr_t>(address));
 }

@@ -34,9 +34,9 @@ struct Sm90Fp8GroupedProblem {
 // measured on the H200 (2026-12-01, docs/design-notes.md) masked 6 x ~1024 2.6-4.8%
 // faster over three token distributions, masked 32 x ~192 0.3-1.1%, contiguous 4 x ~8192
 // 2.2-2.8% (index) and 1.8% (psum), 8 x ~4096 unchanged (index) and 1.1% (psum).
-// DG_SM90_FP8_DYNAMIC_TILES=0 restores the static stride (A/B). Read once per process.
+// DG_DEV_SM90_FP8_DYNAMIC_TILES=0 restores the static stride (A/B). Read once per process.
 inline bool dynamic_tiles_enabled() {
-  static const bool value = detail::env_bool_knob("DG_SM90_FP8_DYNAMIC_TILES", true);
+  static const bool value = detail::env_bool_knob("DG_DEV_SM90_FP8_DYNAMIC_TILES", true);
   return value;
 }
 
