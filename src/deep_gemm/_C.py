@@ -9,12 +9,24 @@ every function here validates Python-level types and forwards to one op.
 
 from __future__ import annotations
 
+import ctypes
 import os
 from typing import Any, Optional
 
 import torch
 
 _LIB_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_C_extension.abi3.so")
+
+
+def _extension_state(path: str = _LIB_PATH) -> dict[str, str]:
+    """What the extension at ``path`` (loaded) says about itself: its path, build id,
+    ``state`` (``registered``: it registered torch.ops.deep_gemm; ``same_build`` /
+    ``other_build``: another copy had, so it registered nothing) and that other copy's
+    ``other_path`` / ``other_build_id``."""
+    ident = ctypes.CDLL(path).deep_gemm_extension_identity_v1
+    ident.restype = ctypes.c_char_p
+    fields = ident().decode("utf-8", "replace").split("\t")
+    return dict(zip(("path", "build_id", "state", "other_path", "other_build_id"), fields))
 
 
 def _load_extension() -> Any:
@@ -24,6 +36,16 @@ def _load_extension() -> Any:
             "reinstall the wheel or build it with `nox -s build`."
         )
     torch.ops.load_library(_LIB_PATH)
+    # A copy of the extension loaded earlier in this process (another venv's, a vendored
+    # one) owns torch.ops.deep_gemm; ours then registered nothing (extension.cpp). The same
+    # build serves this facade as well as our own would; another build does not.
+    state = _extension_state()
+    if state.get("state") == "other_build":
+        raise ImportError(
+            f"deep_gemm: torch.ops.deep_gemm is already registered in this process by {state['other_path']} "
+            f"(build {state['other_build_id']}), a different build than this package's {state['path']} "
+            f"(build {state['build_id']}); two deep_gemm builds cannot share one process: import one of them only"
+        )
     return torch.ops.deep_gemm
 
 
