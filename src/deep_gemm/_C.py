@@ -15,6 +15,8 @@ from typing import Any, Optional
 
 import torch
 
+from . import _args
+
 _LIB_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_C_extension.abi3.so")
 
 
@@ -62,7 +64,10 @@ from ._sm100 import (  # noqa: E402
     transform_weights_for_mega_moe,
 )
 
+from . import _fake  # noqa: E402
+
 _jit.configure()
+_fake.register()
 
 __all__ = [
     "set_num_sms",
@@ -91,17 +96,8 @@ __all__ = [
 ]
 
 
-def _int(fn: str, name: str, value: Any) -> int:
-    # bool is an int subclass; a flag passed where a count belongs is a bug.
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"deep_gemm.{fn}: {name} must be an int, got {type(value).__name__} ({value!r})")
-    return value
-
-
-def _bool(fn: str, name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"deep_gemm.{fn}: {name} must be a bool, got {type(value).__name__} ({value!r})")
-    return value
+_int = _args.int_
+_bool = _args.bool_
 
 
 # ---- runtime knobs -----------------------------------------------------------
@@ -195,45 +191,43 @@ _RECIPE_1D2D = (1, 128, 128)
 _RECIPE_1D1D = (1, 1, 128)
 
 
-def _pair(fn: str, name: str, value: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    # Unrolled (no generator): this runs twice on every GEMM call.
-    if isinstance(value, (tuple, list)) and len(value) == 2:
-        t, sf = value
-        if isinstance(t, torch.Tensor) and isinstance(sf, torch.Tensor):
-            return t, sf
-    raise TypeError(f"deep_gemm.{fn}: {name} must be a pair (tensor, scale_factors), got {type(value).__name__}")
-
-
 def _choose_recipe(fn: str, d: torch.Tensor, recipe: Any, recipe_a: Any, recipe_b: Any) -> tuple[int, int, int]:
-    if recipe_a is not None or recipe_b is not None:
-        if recipe is not None:
-            raise ValueError(f"deep_gemm.{fn}: pass either recipe or recipe_a/recipe_b, not both")
-        if recipe_a is None or recipe_b is None:
-            raise ValueError(f"deep_gemm.{fn}: recipe_a and recipe_b go together")
-        recipe = (tuple(recipe_a)[0], tuple(recipe_b)[0], tuple(recipe_a)[1])
-    if recipe is None:
+    if recipe is None and recipe_a is None and recipe_b is None:
         # As upstream: FP32 output means the 1D1D (wgrad) kernel, BF16 the 1D2D one.
         return _RECIPE_1D1D if d.dtype == torch.float32 else _RECIPE_1D2D
-    recipe = tuple(recipe)
-    if recipe not in (_RECIPE_1D2D, _RECIPE_1D1D):
-        raise ValueError(f"deep_gemm.{fn}: SM90 supports recipe (1, 128, 128) or (1, 1, 128), got {recipe}")
+    recipe = _args.one_recipe(fn, recipe, recipe_a, recipe_b)
+    if recipe != _RECIPE_1D2D and recipe != _RECIPE_1D1D:
+        raise ValueError(f"deep_gemm.{fn}: recipe: SM90 supports recipe (1, 128, 128) or (1, 1, 128), got {recipe}")
     return recipe
 
 
-def _fp8_gemm(fn: str, a: Any, b: Any, d: torch.Tensor, c: Optional[torch.Tensor], recipe: Any, recipe_a: Any,
-              recipe_b: Any, compiled_dims: str, transpose_a: bool, transpose_b: bool) -> None:
+_pair = _args.pair
+
+
+def _fp8_gemm(fn: str, a: Any, b: Any, d: Any, c: Any, recipe: Any, recipe_a: Any, recipe_b: Any,
+              compiled_dims: Any, disable_ue8m0_cast: Any, transpose_a: bool, transpose_b: bool) -> None:
     a_t, sfa = _pair(fn, "a", a)
     b_t, sfb = _pair(fn, "b", b)
     if not isinstance(d, torch.Tensor):
-        raise TypeError(f"deep_gemm.{fn}: d must be a tensor, got {type(d).__name__}")
-    if not isinstance(compiled_dims, str):
-        raise TypeError(f"deep_gemm.{fn}: compiled_dims must be a str such as 'nk', got {type(compiled_dims).__name__}")
+        _args.tensor(fn, "d", d)
+    if c is not None and not isinstance(c, torch.Tensor):
+        _args.opt_tensor(fn, "c", c)
+    if compiled_dims.__class__ is not str:
+        _args.str_(fn, "compiled_dims", compiled_dims, "'nk'")
+    if disable_ue8m0_cast is not False and disable_ue8m0_cast is not True:
+        _args.bool_(fn, "disable_ue8m0_cast", disable_ue8m0_cast)
     if a_t.dtype is not torch.float8_e4m3fn or b_t.dtype is not torch.float8_e4m3fn:
         check_not_fp4(fn, a_t, b_t)  # a clear "needs SM100" for FP4; other dtypes fail in the op
     # nn/tn/tt are views of nt: the same kernel sees transposed operands.
     if transpose_a:
+        if a_t.dim() != 2 or sfa.dim() != 2:
+            _args.dims(fn, "a", a_t, 2, "[K, M]")
+            _args.dims(fn, "a's scale factors", sfa, 2, "[ceil(K / 128), M]")
         a_t, sfa = a_t.transpose(0, 1), sfa.transpose(0, 1)
     if transpose_b:
+        if b_t.dim() != 2 or sfb.dim() != 2:
+            _args.dims(fn, "b", b_t, 2, "[K, N]")
+            _args.dims(fn, "b's scale factors", sfb, 2, "[ceil(K / 128), N or ceil(N / 128)]")
         b_t, sfb = b_t.transpose(0, 1), sfb.transpose(0, 1)
     recipe = _choose_recipe(fn, d, recipe, recipe_a, recipe_b)
     if recipe == _RECIPE_1D2D and d.dtype == torch.float32:
@@ -260,7 +254,8 @@ def fp8_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, tor
     every call, so pass prepared ones on hot paths. ``disable_ue8m0_cast`` has no effect on SM90
     (fp32 scales, no UE8M0 packing).
     """
-    _fp8_gemm("fp8_gemm_nt", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, False, False)
+    _fp8_gemm("fp8_gemm_nt", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, False,
+              False)
 
 
 def fp8_gemm_nn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor,
@@ -269,7 +264,8 @@ def fp8_gemm_nn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, tor
                 recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
     """:func:`fp8_gemm_nt` with B given as ``[K, N]`` (and its scales transposed alike).
     SM90 needs K-major operands, so B must be a transposed view of a K-major tensor."""
-    _fp8_gemm("fp8_gemm_nn", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, False, True)
+    _fp8_gemm("fp8_gemm_nn", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, False,
+              True)
 
 
 def fp8_gemm_tn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor,
@@ -278,7 +274,8 @@ def fp8_gemm_tn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, tor
                 recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
     """:func:`fp8_gemm_nt` with A given as ``[K, M]`` and B as ``[K, N]``... see fp8_gemm_nt;
     A must be a transposed view of a K-major tensor on SM90."""
-    _fp8_gemm("fp8_gemm_tn", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, True, True)
+    _fp8_gemm("fp8_gemm_tn", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, True,
+              True)
 
 
 def fp8_gemm_tt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor,
@@ -287,7 +284,8 @@ def fp8_gemm_tt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, tor
                 recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
     """:func:`fp8_gemm_nt` with A given as ``[K, M]`` (B as in nt); A must be a transposed
     view of a K-major tensor on SM90."""
-    _fp8_gemm("fp8_gemm_tt", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, True, False)
+    _fp8_gemm("fp8_gemm_tt", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, True,
+              False)
 
 
 # Upstream's FP8xFP4 entry points: on SM90 only the FP8 x FP8 path exists.
