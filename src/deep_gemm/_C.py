@@ -144,9 +144,9 @@ def set_block_size_multiple_of(block_size_multiple_of: int | tuple[int, int]) ->
             raise ValueError(
                 f"deep_gemm.set_block_size_multiple_of: expected an int or a pair (block_m, block_n), got {v!r}"
             )
-        m, n = (_int("set_block_size_multiple_of", "block_size_multiple_of", x) for x in v)
+        m, n = (_int("set_block_size_multiple_of", "block_size_multiple_of", x, min=1, max=256) for x in v)
     else:
-        m = n = _int("set_block_size_multiple_of", "block_size_multiple_of", v)
+        m = n = _int("set_block_size_multiple_of", "block_size_multiple_of", v, min=1, max=256)
     _ops.set_block_size_multiple_of(m, n)
 
 
@@ -217,7 +217,7 @@ def _fp8_gemm(fn: str, a: Any, b: Any, d: Any, c: Any, recipe: Any, recipe_a: An
     if disable_ue8m0_cast is not False and disable_ue8m0_cast is not True:
         _args.bool_(fn, "disable_ue8m0_cast", disable_ue8m0_cast)
     if a_t.dtype is not torch.float8_e4m3fn or b_t.dtype is not torch.float8_e4m3fn:
-        check_not_fp4(fn, a_t, b_t)  # a clear "needs SM100" for FP4; other dtypes fail in the op
+        check_not_fp4(fn, a=a_t, b=b_t)  # a clear "needs SM100" for FP4; other dtypes fail in the op
     # nn/tn/tt are views of nt: the same kernel sees transposed operands.
     if transpose_a:
         if a_t.dim() != 2 or sfa.dim() != 2:

@@ -115,6 +115,8 @@ def ints(fn: str, name: str, value: Any, length: Optional[int] = None, what: str
     for i, v in enumerate(value):
         if isinstance(v, bool) or not isinstance(v, int):
             raise TypeError(f"deep_gemm.{fn}: {name}[{i}] must be an int, got {_what(v)}")
+        if not _INT64_MIN <= v <= _INT64_MAX:
+            raise ValueError(f"deep_gemm.{fn}: {name}[{i}] must fit in 64 bits, got {v}")
     if length is not None and len(value) != length:
         raise ValueError(f"deep_gemm.{fn}: {name} must have {length} elements, got {tuple(value)!r}")
     return tuple(value)
