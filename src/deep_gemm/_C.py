@@ -144,9 +144,14 @@ def set_block_size_multiple_of(block_size_multiple_of: int | tuple[int, int]) ->
             raise ValueError(
                 f"deep_gemm.set_block_size_multiple_of: expected an int or a pair (block_m, block_n), got {v!r}"
             )
-        m, n = (_int("set_block_size_multiple_of", "block_size_multiple_of", x, min=1, max=256) for x in v)
+        m, n = (_int("set_block_size_multiple_of", "block_size_multiple_of", x) for x in v)
     else:
-        m = n = _int("set_block_size_multiple_of", "block_size_multiple_of", v, min=1, max=256)
+        m = n = _int("set_block_size_multiple_of", "block_size_multiple_of", v)
+    if not (1 <= m <= 256 and 1 <= n <= 256):
+        # RuntimeError, as the op raised it before (callers and tests match it); here the
+        # message also names the argument.
+        raise RuntimeError(f"deep_gemm.set_block_size_multiple_of: block_size_multiple_of: each multiple must be in "
+                           f"[1, 256], got {(m, n)}")
     _ops.set_block_size_multiple_of(m, n)
 
 
