@@ -9,12 +9,26 @@ every function here validates Python-level types and forwards to one op.
 
 from __future__ import annotations
 
+import ctypes
 import os
 from typing import Any, Optional
 
 import torch
 
+from . import _args
+
 _LIB_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_C_extension.abi3.so")
+
+
+def _extension_state(path: str = _LIB_PATH) -> dict[str, str]:
+    """What the extension at ``path`` (loaded) says about itself: its path, build id,
+    ``state`` (``registered``: it registered torch.ops.deep_gemm; ``same_build`` /
+    ``other_build``: another copy had, so it registered nothing) and that other copy's
+    ``other_path`` / ``other_build_id``."""
+    ident = ctypes.CDLL(path).deep_gemm_extension_identity_v1
+    ident.restype = ctypes.c_char_p
+    fields = ident().decode("utf-8", "replace").split("\t")
+    return dict(zip(("path", "build_id", "state", "other_path", "other_build_id"), fields))
 
 
 def _load_extension() -> Any:
@@ -24,6 +38,16 @@ def _load_extension() -> Any:
             "reinstall the wheel or build it with `nox -s build`."
         )
     torch.ops.load_library(_LIB_PATH)
+    # A copy of the extension loaded earlier in this process (another venv's, a vendored
+    # one) owns torch.ops.deep_gemm; ours then registered nothing (extension.cpp). The same
+    # build serves this facade as well as our own would; another build does not.
+    state = _extension_state()
+    if state.get("state") == "other_build":
+        raise ImportError(
+            f"deep_gemm: torch.ops.deep_gemm is already registered in this process by {state['other_path']} "
+            f"(build {state['other_build_id']}), a different build than this package's {state['path']} "
+            f"(build {state['build_id']}); two deep_gemm builds cannot share one process: import one of them only"
+        )
     return torch.ops.deep_gemm
 
 
@@ -40,7 +64,10 @@ from ._sm100 import (  # noqa: E402
     transform_weights_for_mega_moe,
 )
 
+from . import _fake  # noqa: E402
+
 _jit.configure()
+_fake.register()
 
 __all__ = [
     "set_num_sms",
@@ -69,17 +96,8 @@ __all__ = [
 ]
 
 
-def _int(fn: str, name: str, value: Any) -> int:
-    # bool is an int subclass; a flag passed where a count belongs is a bug.
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"deep_gemm.{fn}: {name} must be an int, got {type(value).__name__} ({value!r})")
-    return value
-
-
-def _bool(fn: str, name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"deep_gemm.{fn}: {name} must be a bool, got {type(value).__name__} ({value!r})")
-    return value
+_int = _args.int_
+_bool = _args.bool_
 
 
 # ---- runtime knobs -----------------------------------------------------------
@@ -129,6 +147,11 @@ def set_block_size_multiple_of(block_size_multiple_of: int | tuple[int, int]) ->
         m, n = (_int("set_block_size_multiple_of", "block_size_multiple_of", x) for x in v)
     else:
         m = n = _int("set_block_size_multiple_of", "block_size_multiple_of", v)
+    if not (1 <= m <= 256 and 1 <= n <= 256):
+        # RuntimeError, as the op raised it before (callers and tests match it); here the
+        # message also names the argument.
+        raise RuntimeError(f"deep_gemm.set_block_size_multiple_of: block_size_multiple_of: each multiple must be in "
+                           f"[1, 256], got {(m, n)}")
     _ops.set_block_size_multiple_of(m, n)
 
 
@@ -173,45 +196,43 @@ _RECIPE_1D2D = (1, 128, 128)
 _RECIPE_1D1D = (1, 1, 128)
 
 
-def _pair(fn: str, name: str, value: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    # Unrolled (no generator): this runs twice on every GEMM call.
-    if isinstance(value, (tuple, list)) and len(value) == 2:
-        t, sf = value
-        if isinstance(t, torch.Tensor) and isinstance(sf, torch.Tensor):
-            return t, sf
-    raise TypeError(f"deep_gemm.{fn}: {name} must be a pair (tensor, scale_factors), got {type(value).__name__}")
-
-
 def _choose_recipe(fn: str, d: torch.Tensor, recipe: Any, recipe_a: Any, recipe_b: Any) -> tuple[int, int, int]:
-    if recipe_a is not None or recipe_b is not None:
-        if recipe is not None:
-            raise ValueError(f"deep_gemm.{fn}: pass either recipe or recipe_a/recipe_b, not both")
-        if recipe_a is None or recipe_b is None:
-            raise ValueError(f"deep_gemm.{fn}: recipe_a and recipe_b go together")
-        recipe = (tuple(recipe_a)[0], tuple(recipe_b)[0], tuple(recipe_a)[1])
-    if recipe is None:
+    if recipe is None and recipe_a is None and recipe_b is None:
         # As upstream: FP32 output means the 1D1D (wgrad) kernel, BF16 the 1D2D one.
         return _RECIPE_1D1D if d.dtype == torch.float32 else _RECIPE_1D2D
-    recipe = tuple(recipe)
-    if recipe not in (_RECIPE_1D2D, _RECIPE_1D1D):
-        raise ValueError(f"deep_gemm.{fn}: SM90 supports recipe (1, 128, 128) or (1, 1, 128), got {recipe}")
+    recipe = _args.one_recipe(fn, recipe, recipe_a, recipe_b)
+    if recipe != _RECIPE_1D2D and recipe != _RECIPE_1D1D:
+        raise ValueError(f"deep_gemm.{fn}: recipe: SM90 supports recipe (1, 128, 128) or (1, 1, 128), got {recipe}")
     return recipe
 
 
-def _fp8_gemm(fn: str, a: Any, b: Any, d: torch.Tensor, c: Optional[torch.Tensor], recipe: Any, recipe_a: Any,
-              recipe_b: Any, compiled_dims: str, transpose_a: bool, transpose_b: bool) -> None:
+_pair = _args.pair
+
+
+def _fp8_gemm(fn: str, a: Any, b: Any, d: Any, c: Any, recipe: Any, recipe_a: Any, recipe_b: Any,
+              compiled_dims: Any, disable_ue8m0_cast: Any, transpose_a: bool, transpose_b: bool) -> None:
     a_t, sfa = _pair(fn, "a", a)
     b_t, sfb = _pair(fn, "b", b)
     if not isinstance(d, torch.Tensor):
-        raise TypeError(f"deep_gemm.{fn}: d must be a tensor, got {type(d).__name__}")
-    if not isinstance(compiled_dims, str):
-        raise TypeError(f"deep_gemm.{fn}: compiled_dims must be a str such as 'nk', got {type(compiled_dims).__name__}")
+        _args.tensor(fn, "d", d)
+    if c is not None and not isinstance(c, torch.Tensor):
+        _args.opt_tensor(fn, "c", c)
+    if compiled_dims.__class__ is not str:
+        _args.str_(fn, "compiled_dims", compiled_dims, "'nk'")
+    if disable_ue8m0_cast is not False and disable_ue8m0_cast is not True:
+        _args.bool_(fn, "disable_ue8m0_cast", disable_ue8m0_cast)
     if a_t.dtype is not torch.float8_e4m3fn or b_t.dtype is not torch.float8_e4m3fn:
-        check_not_fp4(fn, a_t, b_t)  # a clear "needs SM100" for FP4; other dtypes fail in the op
+        check_not_fp4(fn, a=a_t, b=b_t)  # a clear "needs SM100" for FP4; other dtypes fail in the op
     # nn/tn/tt are views of nt: the same kernel sees transposed operands.
     if transpose_a:
+        if a_t.dim() != 2 or sfa.dim() != 2:
+            _args.dims(fn, "a", a_t, 2, "[K, M]")
+            _args.dims(fn, "a's scale factors", sfa, 2, "[ceil(K / 128), M]")
         a_t, sfa = a_t.transpose(0, 1), sfa.transpose(0, 1)
     if transpose_b:
+        if b_t.dim() != 2 or sfb.dim() != 2:
+            _args.dims(fn, "b", b_t, 2, "[K, N]")
+            _args.dims(fn, "b's scale factors", sfb, 2, "[ceil(K / 128), N or ceil(N / 128)]")
         b_t, sfb = b_t.transpose(0, 1), sfb.transpose(0, 1)
     recipe = _choose_recipe(fn, d, recipe, recipe_a, recipe_b)
     if recipe == _RECIPE_1D2D and d.dtype == torch.float32:
@@ -238,7 +259,8 @@ def fp8_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, tor
     every call, so pass prepared ones on hot paths. ``disable_ue8m0_cast`` has no effect on SM90
     (fp32 scales, no UE8M0 packing).
     """
-    _fp8_gemm("fp8_gemm_nt", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, False, False)
+    _fp8_gemm("fp8_gemm_nt", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, False,
+              False)
 
 
 def fp8_gemm_nn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor,
@@ -247,7 +269,8 @@ def fp8_gemm_nn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, tor
                 recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
     """:func:`fp8_gemm_nt` with B given as ``[K, N]`` (and its scales transposed alike).
     SM90 needs K-major operands, so B must be a transposed view of a K-major tensor."""
-    _fp8_gemm("fp8_gemm_nn", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, False, True)
+    _fp8_gemm("fp8_gemm_nn", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, False,
+              True)
 
 
 def fp8_gemm_tn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor,
@@ -256,7 +279,8 @@ def fp8_gemm_tn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, tor
                 recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
     """:func:`fp8_gemm_nt` with A given as ``[K, M]`` and B as ``[K, N]``... see fp8_gemm_nt;
     A must be a transposed view of a K-major tensor on SM90."""
-    _fp8_gemm("fp8_gemm_tn", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, True, True)
+    _fp8_gemm("fp8_gemm_tn", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, True,
+              True)
 
 
 def fp8_gemm_tt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor,
@@ -265,7 +289,8 @@ def fp8_gemm_tt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, tor
                 recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
     """:func:`fp8_gemm_nt` with A given as ``[K, M]`` (B as in nt); A must be a transposed
     view of a K-major tensor on SM90."""
-    _fp8_gemm("fp8_gemm_tt", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, True, False)
+    _fp8_gemm("fp8_gemm_tt", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, True,
+              False)
 
 
 # Upstream's FP8xFP4 entry points: on SM90 only the FP8 x FP8 path exists.

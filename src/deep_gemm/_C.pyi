@@ -2,6 +2,7 @@
 # schemas and the deep_gemm._C facade. Do not edit by hand.
 #
 # Registered schemas (torch.ops.deep_gemm):
+#   deep_gemm::_extension_info() -> (str path, str build_id)
 #   deep_gemm::fp8_gemm_build(int m, int n, int k, bool fp32_out, int num_sms, str compiled_dims) -> str
 #   deep_gemm::fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor? c=None, str compiled_dims="nk") -> ()
 #   deep_gemm::get_block_size_multiple_of() -> int[]

@@ -11,43 +11,37 @@ from typing import Any, Optional
 
 import torch
 
+from . import _args
+
 _ops = torch.ops.deep_gemm
 _contiguous_op = _ops.m_grouped_fp8_gemm_nt_contiguous.default
 _masked_op = _ops.m_grouped_fp8_gemm_nt_masked.default
 _RECIPE = (1, 128, 128)
 
 
-def _pair(fn: str, name: str, value: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    if not (isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(t, torch.Tensor) for t in value)):
-        raise TypeError(f"deep_gemm.{fn}: {name} must be a pair (tensor, scale_factors), got {type(value).__name__}")
-    return value[0], value[1]
+_pair = _args.pair
 
 
-def _check_common(fn: str, d: Any, recipe: Any, compiled_dims: Any) -> None:
-    if not isinstance(d, torch.Tensor):
-        raise TypeError(f"deep_gemm.{fn}: d must be a tensor, got {type(d).__name__}")
-    if not isinstance(compiled_dims, str):
-        raise TypeError(f"deep_gemm.{fn}: compiled_dims must be a str such as 'nk', got {type(compiled_dims).__name__}")
-    if recipe is not None and tuple(recipe) != _RECIPE:
-        raise ValueError(f"deep_gemm.{fn}: the SM90 grouped GEMMs support recipe (1, 128, 128) (per-token SFA, "
-                         f"128x128-block SFB, bf16 d), got {tuple(recipe)}")
+def _check_common(fn: str, d: Any, recipe: Any, recipe_a: Any, recipe_b: Any, compiled_dims: Any,
+                  disable_ue8m0_cast: Any) -> None:
+    _args.tensor(fn, "d", d)
+    _args.str_(fn, "compiled_dims", compiled_dims, "'nk'")
+    _args.bool_(fn, "disable_ue8m0_cast", disable_ue8m0_cast)
+    recipe = _args.one_recipe(fn, recipe, recipe_a, recipe_b)
+    if recipe is not None and recipe != _RECIPE:
+        raise ValueError(f"deep_gemm.{fn}: recipe: the SM90 grouped GEMMs support recipe (1, 128, 128) (per-token SFA, "
+                         f"128x128-block SFB, bf16 d), got {recipe}")
 
 
-def _contiguous(fn: str, a: Any, b: Any, d: torch.Tensor, grouped_layout: torch.Tensor, recipe: Any,
-                compiled_dims: str, use_psum_layout: bool, expected_m_for_psum_layout: Optional[int],
+def _contiguous(fn: str, a: Any, b: Any, d: Any, grouped_layout: Any, recipe: Any, recipe_a: Any, recipe_b: Any,
+                compiled_dims: Any, disable_ue8m0_cast: Any, use_psum_layout: Any, expected_m_for_psum_layout: Any,
                 transpose_b: bool) -> None:
     a_t, sfa = _pair(fn, "a", a)
     b_t, sfb = _pair(fn, "b", b)
-    _check_common(fn, d, recipe, compiled_dims)
-    if not isinstance(grouped_layout, torch.Tensor):
-        raise TypeError(f"deep_gemm.{fn}: grouped_layout must be an int32 tensor, got {type(grouped_layout).__name__}")
-    if not isinstance(use_psum_layout, bool):
-        raise TypeError(f"deep_gemm.{fn}: use_psum_layout must be a bool, got {type(use_psum_layout).__name__}")
-    if expected_m_for_psum_layout is not None and (
-        isinstance(expected_m_for_psum_layout, bool) or not isinstance(expected_m_for_psum_layout, int)
-    ):
-        raise TypeError(f"deep_gemm.{fn}: expected_m_for_psum_layout must be an int or None, "
-                        f"got {type(expected_m_for_psum_layout).__name__}")
+    _check_common(fn, d, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast)
+    _args.tensor(fn, "grouped_layout", grouped_layout, "an int32 tensor")
+    _args.bool_(fn, "use_psum_layout", use_psum_layout)
+    _args.opt_int(fn, "expected_m_for_psum_layout", expected_m_for_psum_layout)
     if transpose_b:
         if b_t.dim() != 3 or sfb.dim() != 3:
             raise ValueError(f"deep_gemm.{fn}: b and its scales must be 3-D [G, K, N] / [G, K/128, ceil(N/128)], "
@@ -88,8 +82,8 @@ def m_grouped_fp8_gemm_nt_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tu
     see :func:`get_mn_major_tma_aligned_tensor`). ``disable_ue8m0_cast`` has no effect on
     SM90 (fp32 scales).
     """
-    _contiguous("m_grouped_fp8_gemm_nt_contiguous", a, b, d, grouped_layout, recipe, compiled_dims, use_psum_layout,
-                expected_m_for_psum_layout, False)
+    _contiguous("m_grouped_fp8_gemm_nt_contiguous", a, b, d, grouped_layout, recipe, None, None, compiled_dims,
+                disable_ue8m0_cast, use_psum_layout, expected_m_for_psum_layout, False)
 
 
 def m_grouped_fp8_gemm_nn_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor],
@@ -100,8 +94,8 @@ def m_grouped_fp8_gemm_nn_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tu
     """:func:`m_grouped_fp8_gemm_nt_contiguous` with B given as ``[G, K, N]`` and SFB as
     ``[G, ceil(K/128), ceil(N/128)]``. SM90 needs K-major B, so B must be a transposed view
     (``.transpose(1, 2)``) of a K-major ``[G, N, K]`` tensor."""
-    _contiguous("m_grouped_fp8_gemm_nn_contiguous", a, b, d, grouped_layout, recipe, compiled_dims, use_psum_layout,
-                expected_m_for_psum_layout, True)
+    _contiguous("m_grouped_fp8_gemm_nn_contiguous", a, b, d, grouped_layout, recipe, None, None, compiled_dims,
+                disable_ue8m0_cast, use_psum_layout, expected_m_for_psum_layout, True)
 
 
 def m_grouped_fp8_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor],
@@ -126,11 +120,9 @@ def m_grouped_fp8_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[
     fn = "m_grouped_fp8_gemm_nt_masked"
     a_t, sfa = _pair(fn, "a", a)
     b_t, sfb = _pair(fn, "b", b)
-    _check_common(fn, d, recipe, compiled_dims)
-    if not isinstance(masked_m, torch.Tensor):
-        raise TypeError(f"deep_gemm.{fn}: masked_m must be an int32 tensor on the GPU, got {type(masked_m).__name__}")
-    if isinstance(expected_m, bool) or not isinstance(expected_m, int):
-        raise TypeError(f"deep_gemm.{fn}: expected_m must be an int, got {type(expected_m).__name__}")
+    _check_common(fn, d, recipe, None, None, compiled_dims, disable_ue8m0_cast)
+    _args.tensor(fn, "masked_m", masked_m, "an int32 tensor on the GPU")
+    _args.int_(fn, "expected_m", expected_m)
     _masked_op(a_t, sfa, b_t, sfb, d, masked_m, expected_m, compiled_dims)
 
 

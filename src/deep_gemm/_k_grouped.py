@@ -13,16 +13,15 @@ from typing import Any, Optional
 
 import torch
 
+from . import _args
+
 _ops = torch.ops.deep_gemm
 _nt_op = _ops.k_grouped_fp8_gemm_nt_contiguous.default
 _tn_op = _ops.k_grouped_fp8_gemm_tn_contiguous.default
 _RECIPE = (1, 1, 128)
 
 
-def _pair(fn: str, name: str, value: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    if not (isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(t, torch.Tensor) for t in value)):
-        raise TypeError(f"deep_gemm.{fn}: {name} must be a pair (tensor, scale_factors), got {type(value).__name__}")
-    return value[0], value[1]
+_pair = _args.pair
 
 
 def _one_of(fn: str, new_name: str, new: Any, old_name: str, old: Any) -> Any:
@@ -39,35 +38,27 @@ def _ks_list(fn: str, ks: Any) -> list[int]:
     if isinstance(ks, torch.Tensor):
         raise TypeError(f"deep_gemm.{fn}: ks_cpu must be a Python list of ints (the per-group K the host builds the "
                         "launch from); pass the GPU copy as grouped_layout / ks_tensor")
-    if not isinstance(ks, (list, tuple)):
-        raise TypeError(f"deep_gemm.{fn}: ks_cpu must be a list of ints, got {type(ks).__name__}")
-    for i, k in enumerate(ks):
-        if isinstance(k, bool) or not isinstance(k, int):
-            raise TypeError(f"deep_gemm.{fn}: ks_cpu[{i}] must be an int, got {type(k).__name__} ({k!r})")
-    return list(ks)
+    return list(_args.ints(fn, "ks_cpu", ks, what="ints (one K per group)"))
 
 
-def _k_grouped(fn: str, op: Any, a: Any, b: Any, d: Any, ks: Any, ks_tensor: Any, c: Optional[torch.Tensor],
+def _k_grouped(fn: str, op: Any, a: Any, b: Any, d: Any, ks: Any, ks_tensor: Any, c: Any,
                recipe: Any, compiled_dims: Any, use_psum_layout: Any) -> None:
     a_t, sfa = _pair(fn, "a", a)
     b_t, sfb = _pair(fn, "b", b)
-    if not isinstance(d, torch.Tensor):
-        raise TypeError(f"deep_gemm.{fn}: d must be a tensor, got {type(d).__name__}")
-    if c is not None and not isinstance(c, torch.Tensor):
-        raise TypeError(f"deep_gemm.{fn}: c must be a tensor or None, got {type(c).__name__}")
-    if not isinstance(ks_tensor, torch.Tensor):
-        raise TypeError(f"deep_gemm.{fn}: grouped_layout (ks_tensor) must be an int32 tensor on the GPU, "
-                        f"got {type(ks_tensor).__name__}")
-    if not isinstance(compiled_dims, str):
-        raise TypeError(f"deep_gemm.{fn}: compiled_dims must be a str such as 'mn', got {type(compiled_dims).__name__}")
-    if not isinstance(use_psum_layout, bool):
-        raise TypeError(f"deep_gemm.{fn}: use_psum_layout must be a bool, got {type(use_psum_layout).__name__}")
+    _args.tensor(fn, "d", d)
+    _args.opt_tensor(fn, "c", c)
+    _args.tensor(fn, "grouped_layout (ks_tensor)", ks_tensor, "an int32 tensor on the GPU")
+    _args.str_(fn, "compiled_dims", compiled_dims, "'mn'")
+    _args.bool_(fn, "use_psum_layout", use_psum_layout)
     if use_psum_layout:
         raise ValueError(f"deep_gemm.{fn}: use_psum_layout=True is not supported on SM90 (as upstream's SM90 path): "
                          "pass each group's K in ks_cpu and grouped_layout as int32 [G] of the same sizes")
-    if recipe is None or tuple(recipe) != _RECIPE:
-        raise ValueError(f"deep_gemm.{fn}: the SM90 k-grouped GEMMs support recipe (1, 1, 128) only (1x128 scales "
-                         f"along K for both operands, fp32 d), got {recipe if recipe is None else tuple(recipe)}")
+    if recipe is None:
+        raise ValueError(f"deep_gemm.{fn}: recipe: the SM90 k-grouped GEMMs support recipe (1, 1, 128) only, got None")
+    recipe = _args.recipe(fn, "recipe", recipe)
+    if recipe != _RECIPE:
+        raise ValueError(f"deep_gemm.{fn}: recipe: the SM90 k-grouped GEMMs support recipe (1, 1, 128) only (1x128 scales "
+                         f"along K for both operands, fp32 d), got {recipe}")
     op(a_t, sfa, b_t, sfb, d, _ks_list(fn, ks), ks_tensor, c, compiled_dims)
 
 

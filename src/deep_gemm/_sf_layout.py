@@ -15,6 +15,8 @@ from collections.abc import Sequence
 
 import torch
 
+from . import _args
+
 
 def _align(x: int, a: int) -> int:
     return (x + a - 1) // a * a
@@ -32,8 +34,7 @@ def _is_mn_major_tma_aligned(sf: torch.Tensor) -> bool:
 
 def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:
     """``sf`` ([mn, k] or [groups, mn, k], fp32) in MN-major, TMA-aligned layout."""
-    if not isinstance(sf, torch.Tensor):
-        raise TypeError(f"deep_gemm.get_mn_major_tma_aligned_tensor: sf must be a tensor, got {type(sf).__name__}")
+    _args.tensor("get_mn_major_tma_aligned_tensor", "sf", sf)
     if sf.dim() not in (2, 3):
         raise ValueError(f"deep_gemm.get_mn_major_tma_aligned_tensor: sf must be 2-D or 3-D, got shape {tuple(sf.shape)}")
     if sf.dtype != torch.float32:
@@ -50,14 +51,17 @@ def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:
 
 
 def _granularity(recipe: Sequence[int], is_sfa: Optional[bool]) -> tuple[int, int]:
-    recipe = tuple(recipe)
-    if len(recipe) == 2:
-        return recipe[0], recipe[1]
-    if len(recipe) == 3:
-        if is_sfa is None:
-            raise ValueError("deep_gemm.transform_sf_into_required_layout: a 3-element recipe needs is_sfa=True/False")
-        return (recipe[0] if is_sfa else recipe[1]), recipe[2]
-    raise ValueError(f"deep_gemm.transform_sf_into_required_layout: recipe must have 2 or 3 elements, got {recipe!r}")
+    fn = "transform_sf_into_required_layout"
+    if isinstance(recipe, (tuple, list)) and len(recipe) == 2:
+        gran_mn, gran_k = _args.recipe(fn, "recipe", recipe, 2)
+        return gran_mn, gran_k
+    if isinstance(recipe, (tuple, list)) and len(recipe) != 3:
+        raise ValueError(f"deep_gemm.{fn}: recipe must have 2 elements (gran_mn, gran_k) or 3 (gran_m, gran_n, "
+                         f"gran_k), got {tuple(recipe)!r}")
+    recipe = _args.recipe(fn, "recipe", recipe, 3)
+    if is_sfa is None:
+        raise ValueError(f"deep_gemm.{fn}: is_sfa: a 3-element recipe needs is_sfa=True/False")
+    return (recipe[0] if is_sfa else recipe[1]), recipe[2]
 
 
 def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe: Sequence[int],
@@ -69,21 +73,30 @@ def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe:
     ``recipe`` is ``(gran_mn, gran_k)`` of this tensor, or the GEMM's
     ``(gran_m_a, gran_n_b, gran_k)`` with ``is_sfa`` picking the operand. On SM90
     scales are fp32 (``disable_ue8m0_cast`` has no effect: there is no UE8M0
-    packing). Per-row scales (gran_mn 1) become MN-major TMA-aligned; per-block
-    scales (gran_mn 128) become contiguous. The input is returned unchanged when
-    it already has that layout.
+    packing; ``psum_layout``, an SM100 grouped layout, is not used either). Per-row
+    scales (gran_mn 1) become MN-major TMA-aligned; per-block scales (gran_mn 128)
+    become contiguous. The input is returned unchanged when it already has that layout.
+    ``mn`` and ``k`` are the operand's sizes (>= 0), ``num_groups`` (> 0) its groups.
     """
+    fn = "transform_sf_into_required_layout"
+    _args.tensor(fn, "sf", sf, "a torch.float32 tensor of scale factors")
+    mn = _args.int_(fn, "mn", mn, min=0)
+    k = _args.int_(fn, "k", k, min=0)
+    num_groups = _args.opt_int(fn, "num_groups", num_groups, min=1)
+    is_sfa = _args.opt_bool(fn, "is_sfa", is_sfa)
+    _args.bool_(fn, "disable_ue8m0_cast", disable_ue8m0_cast)
+    _args.opt_tensor(fn, "psum_layout", psum_layout)
     gran_mn, gran_k = _granularity(recipe, is_sfa)
     if gran_k != 128 or gran_mn not in (1, 128):
-        raise ValueError(f"deep_gemm.transform_sf_into_required_layout: SM90 supports scale granularity (1, 128) or "
+        raise ValueError(f"deep_gemm.{fn}: recipe: SM90 supports scale granularity (1, 128) or "
                          f"(128, 128), got ({gran_mn}, {gran_k})")
     if sf.dtype != torch.float32:
-        raise ValueError(f"deep_gemm.transform_sf_into_required_layout: SM90 scales are torch.float32, got {sf.dtype}")
+        raise ValueError(f"deep_gemm.{fn}: sf: SM90 scales are torch.float32, got {sf.dtype}")
     expected = (-(-mn // gran_mn), -(-k // gran_k))
     if num_groups is not None:
         expected = (num_groups, *expected)
     if tuple(sf.shape) != expected:
-        raise ValueError(f"deep_gemm.transform_sf_into_required_layout: sf must have shape {list(expected)} for "
+        raise ValueError(f"deep_gemm.{fn}: sf must have shape {list(expected)} for "
                          f"mn={mn}, k={k}, granularity ({gran_mn}, {gran_k}), got {list(sf.shape)}")
     if gran_mn == 1:
         return get_mn_major_tma_aligned_tensor(sf)

@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 
 
 def _requires_sm100(name: str) -> NoReturn:
-    raise RuntimeError(f"deep_gemm.{name} requires an SM100 (Blackwell) GPU; this build implements the SM90 "
+    raise RuntimeError(f"deep_gemm.{name}: requires an SM100 (Blackwell) GPU; this build implements the SM90 "
                        "(Hopper) kernels only")
 
 
@@ -41,16 +41,18 @@ def bf16_mega_moe(*args: Any, **kwargs: Any) -> NoReturn:
     _requires_sm100("bf16_mega_moe")
 
 
-def check_not_fp4(fn: str, *tensors: Any) -> None:
-    """FP4 operands arrive packed two per byte (int8/uint8) or as float4 dtypes."""
+def check_not_fp4(fn: str, *tensors: Any, **named: Any) -> None:
+    """FP4 operands arrive packed two per byte (int8/uint8) or as float4 dtypes. Tensors
+    passed by keyword are named in the message (``check_not_fp4(fn, a=a, b=b)``)."""
     import torch
 
     fp4_like = {torch.int8, torch.uint8}
     fp4_like.update(getattr(torch, n) for n in ("float4_e2m1fn_x2",) if hasattr(torch, n))
-    for t in tensors:
+    for name, t in [("", t) for t in tensors] + list(named.items()):
         if isinstance(t, torch.Tensor) and t.dtype in fp4_like:
-            raise RuntimeError(f"deep_gemm.{fn}: FP4 operands ({t.dtype}) require an SM100 (Blackwell) GPU; on SM90 "
-                               "both operands are torch.float8_e4m3fn")
+            which = f"{name}: " if name else ""
+            raise RuntimeError(f"deep_gemm.{fn}: {which}FP4 operands ({t.dtype}) require an SM100 (Blackwell) GPU; "
+                               "on SM90 both operands are torch.float8_e4m3fn")
 
 
 __all__ = ["SymmBuffer", "get_symm_buffer_for_mega_moe", "transform_weights_for_mega_moe", "fp8_fp4_mega_moe",

@@ -1,0 +1,120 @@
+"""Fake (and meta) implementations of the tensor ops, for FakeTensorMode and torch.compile.
+
+Without them, fake mode runs the C++ kernels on meta tensors, where the device checks
+are skipped: fake CPU tensors would pass where eager rejects them. Each fake impl
+checks the devices as the C++ ops do (same wording: ``deep_gemm.<op>: <arg> must be a
+CUDA tensor, got a tensor on the CPU``), then runs the C++ op itself on meta copies of
+the operands, so that every shape, dtype and layout check stays in one place (C++).
+
+``torch.library.register_fake`` also makes the impl the op's Meta kernel, so eager calls
+on meta tensors come here too; they go straight to the C++ kernel (which checks them all,
+devices included).
+CUDA calls never reach this module.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
+
+_NS = "deep_gemm"
+# op -> its tensor arguments, in the order of the C++ device checks.
+_TENSOR_OPS: dict[str, tuple[str, ...]] = {
+    "fp8_gemm_nt": ("a", "sfa", "b", "sfb", "d", "c"),
+    "m_grouped_fp8_gemm_nt_contiguous": ("a", "sfa", "b", "sfb", "d", "grouped_layout"),
+    "m_grouped_fp8_gemm_nt_masked": ("a", "sfa", "b", "sfb", "d", "masked_m"),
+    "k_grouped_fp8_gemm_nt_contiguous": ("a", "sfa", "b", "sfb", "d", "ks_tensor", "c"),
+    "k_grouped_fp8_gemm_tn_contiguous": ("a", "sfa", "b", "sfb", "d", "ks_tensor", "c"),
+    "get_mn_major_tma_aligned_tensor": ("sf",),
+}
+# The C++ kernels do not depend on the dispatch key they are reached through: CPU's
+# entry is the CompositeExplicitAutograd kernel (Meta's is the Python impl below).
+_CPP_KEYSET = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+_lib: Any = None
+
+
+def check_devices(op: str, tensors: list[tuple[str, torch.Tensor]]) -> None:
+    """All CUDA tensors on one device, or all meta (shape-only runs), as the C++ ops require."""
+    first_name, first = tensors[0]
+    first_dev = first.device
+    if first_dev.type == "meta":
+        for name, t in tensors:
+            if t.device.type != "meta":
+                raise RuntimeError(f"deep_gemm.{op}: {name} is not a meta tensor while {first_name} is")
+        return
+    for name, t in tensors:
+        dev = t.device
+        if dev.type != "cuda":
+            where = "the CPU" if dev.type == "cpu" else "a non-CUDA device"
+            raise RuntimeError(f"deep_gemm.{op}: {name} must be a CUDA tensor, got a tensor on {where}")
+        if dev.index != first_dev.index:
+            raise RuntimeError(f"deep_gemm.{op}: {name} is on cuda:{dev.index} but {first_name} is on "
+                               f"cuda:{first_dev.index}")
+
+
+def _meta_copy(t: torch.Tensor) -> torch.Tensor:
+    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+
+
+def _make_fake(name: str, tensor_names: tuple[str, ...]) -> Callable[..., Any]:
+    op = getattr(getattr(torch.ops, _NS), name).default
+    arg_names = [a.name for a in op._schema.arguments]
+    positions = {n: arg_names.index(n) for n in tensor_names}
+
+    def fake(*args: Any, **kwargs: Any) -> Any:
+        tensors = []
+        for n in tensor_names:
+            i = positions[n]
+            t = args[i] if i < len(args) else kwargs.get(n)
+            if t is not None:
+                tensors.append((n, t))
+        if not any(isinstance(t, FakeTensor) for _, t in tensors):
+            # Eager meta tensors: the C++ op checks everything, devices included.
+            return op.redispatch(_CPP_KEYSET, *args, **kwargs)
+        check_devices(name, tensors)
+        if any(isinstance(s, torch.SymInt) for _, t in tensors for s in (*t.shape, *t.stride())):
+            return _fake_result(name, args, kwargs, None)  # symbolic shapes: the C++ checks need ints
+        with unset_fake_temporarily():
+            meta_args = [_meta_copy(v) if isinstance(v, torch.Tensor) else v for v in args]
+            meta_kwargs = {k: _meta_copy(v) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+            out = op.redispatch(_CPP_KEYSET, *meta_args, **meta_kwargs)
+        return _fake_result(name, args, kwargs, out)
+
+    fake.__name__ = f"{name}_fake"
+    fake.__qualname__ = fake.__name__
+    return fake
+
+
+def _fake_result(name: str, args: tuple, kwargs: dict, meta_out: Any) -> Any:
+    if name != "get_mn_major_tma_aligned_tensor":
+        return None  # the GEMMs write into d and return nothing
+    sf = args[0] if args else kwargs["sf"]
+    if meta_out is None:  # symbolic: the layout the C++ op builds, [.., mn, kb] over [.., kb, align(mn, 4)]
+        *batch, mn, kb = sf.shape
+        pad = (mn + 3) // 4 * 4
+        out = sf.new_empty((*batch, kb, pad)).transpose(-1, -2)
+        return out[..., :mn, :]
+    return torch.empty_strided(meta_out.shape, meta_out.stride(), dtype=meta_out.dtype, device=sf.device)
+
+
+def register() -> None:
+    """Register the fake impls (once per process; called by deep_gemm._C at import)."""
+    global _lib
+    if _lib is not None:
+        return
+    _lib = torch.library.Library(_NS, "FRAGMENT")
+    for name, tensor_names in _TENSOR_OPS.items():
+        qualname = f"{_NS}::{name}"
+        try:
+            torch.library.register_fake(qualname, _make_fake(name, tensor_names), lib=_lib)
+        except RuntimeError as exc:
+            # Another import of this facade (a vendored copy of the package, same build:
+            # see _C._load_extension) registered one already; torch versions that refuse an
+            # override say so, and that impl does the same job.
+            if "already has a fake impl" not in str(exc):
+                raise
+
+
+__all__ = ["check_devices", "register"]
