@@ -1,4 +1,4 @@
-"""deep_gemm: DeepGEMM-compatible FP8/BF16 tensor-core GEMMs for NVIDIA Hopper."""
+"""deep_gemm: DeepGEMM-compatible FP8 tensor-core GEMMs for NVIDIA Hopper."""
 
 from ._version import __version__
 from . import _C

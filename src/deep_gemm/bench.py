@@ -154,8 +154,8 @@ class LaunchTimer:
     enqueueing, so the GPU runs them back to back and each pair of events times GPU work
     only. Without it, the GPU can reach a start event before the host has launched the
     kernel, and the host's launch path lands in the time: interleaved with ours on the
-    H200's host, cuBLASLt's 128x2112x7168 read 32-45 us instead of 25 (docs/NOTES.md,
-    session 16). A launcher that waits for the GPU itself (a host sync inside it) cannot
+    H200's host, cuBLASLt's 128x2112x7168 read 32-45 us instead of 25 (measured
+    on the H200, 2026-12-01). A launcher that waits for the GPU itself (a host sync inside it) cannot
     be queued ahead; it is timed launch by launch as it comes, and ``last_queued`` says
     which way the last measurement went. ``queue_ahead=False`` never spins (comparisons)."""
 
@@ -641,8 +641,8 @@ def measure_case(case: Case, timer: LaunchTimer, with_peers: bool = True, interl
     """Correctness of every implementation first; then the correct ones are timed, by
     default interleaved (``LaunchTimer.samples_us_interleaved``). Timed one after another,
     a row's ratio to cuBLASLt moved by up to 14% between two passes in one process, as the
-    clock drifts at the H200's power cap; interleaved, by at most 4% (docs/NOTES.md,
-    session 16)."""
+    clock drifts at the H200's power cap; interleaved, by at most 4% (measured on
+    the H200, 2026-12-01)."""
     record = empty_record(case)
     record.update(check_ours(case))
     peers = case.peers if with_peers else {}
