@@ -1,11 +1,13 @@
 // Launcher of the SM90 m-grouped FP8 GEMMs (MoE: contiguous, psum, masked): the 1D2D
 // kernel instantiated with an m-grouped scheduler, on the framework of launch/common.hpp
-// (its key, plan and argument packing). It shares the dense 1D2D kernel's tuning knobs
-// (launch/sm90_fp8_gemm.hpp). Nothing here reads grouped_layout / masked_m: the kernel
-// does, on the GPU.
+// (its key, plan and argument packing). It shares the 1D2D kernel's tuning knobs and launch
+// with the dense launcher (launch/sm90_fp8_1d2d.hpp). Nothing here reads grouped_layout /
+// masked_m: the kernel does, on the GPU.
 #pragma once
 
-#include "sm90_fp8_gemm.hpp"
+#include <string_view>
+
+#include "sm90_fp8_1d2d.hpp"
 
 namespace deep_gemm::launch {
 
