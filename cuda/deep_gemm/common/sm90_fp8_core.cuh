@@ -7,6 +7,7 @@
 #pragma once
 #include <deep_gemm/common/tensor_map.cuh>
 #include <deep_gemm/common/utils.cuh>
+#include <deep_gemm/mma/wgmma_e4m3.cuh>
 #include <deep_gemm/ptx/mbarrier.cuh>
 #include <deep_gemm/ptx/tma.cuh>
 #include <deep_gemm/ptx/sync.cuh>

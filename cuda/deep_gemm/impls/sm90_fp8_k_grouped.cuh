@@ -21,7 +21,8 @@
 // (KGroupedArgs, ~8.5 KB for 32 groups: needs CUDA >= 12.1 and its 32 KB parameter limit);
 // the host splits more groups into several launches. Nothing here reads ks on the GPU.
 #pragma once
-#include <deep_gemm/impls/sm90_fp8_gemm_1d1d.cuh>
+#include <deep_gemm/common/sm90_fp8_1d1d_k_loop.cuh>
+#include <deep_gemm/epilogue/sm90_store_fp32.cuh>
 
 namespace deep_gemm {
 
@@ -145,7 +146,7 @@ __device__ __forceinline__ void sm90_fp8_k_grouped_impl(uint32_t shape_m, uint32
             // Group g's slice of C / D; an empty group stores C (or zeros).
             float* d_g = d + g * group_elems;
             const float* c_g = c != nullptr ? c + g * group_elems : nullptr;
-            sm90_1d1d::store_tile<kBlockN>(result, d_g, c_g, n, m0 + row_lo, n0, m, n, lane);
+            epilogue::store_tile<kBlockN>(result, d_g, c_g, n, m0 + row_lo, n0, m, n, lane);
         }
     }
 }

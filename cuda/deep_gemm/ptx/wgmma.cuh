@@ -3,7 +3,6 @@
 // that writes them is still in flight.
 #pragma once
 #include <deep_gemm/ptx/common.cuh>
-#include <deep_gemm/ptx/wgmma_e4m3.cuh>
 
 namespace deep_gemm::ptx {
 
