@@ -1,5 +1,5 @@
-"""Argument checks shared by the Python facade (``_C.py``, ``_grouped.py``, ``_k_grouped.py``,
-``_sf_layout.py``).
+"""Argument checks shared by the Python facade (``_runtime.py``, ``_fp8_gemm.py``, ``_grouped.py``,
+``_k_grouped.py``, ``_sf_layout.py``).
 
 Every rejection names the public function and the argument: ``deep_gemm.<fn>: <arg> ...``.
 ``TypeError`` for a value of the wrong type, ``ValueError`` for a value of the right type

@@ -44,8 +44,8 @@ def _contiguous(fn: str, a: Any, b: Any, d: Any, grouped_layout: Any, recipe: An
     _args.opt_int(fn, "expected_m_for_psum_layout", expected_m_for_psum_layout)
     if transpose_b:
         if b_t.dim() != 3 or sfb.dim() != 3:
-            raise ValueError(f"deep_gemm.{fn}: b and its scales must be 3-D [G, K, N] / [G, K/128, ceil(N/128)], "
-                             f"got shapes {tuple(b_t.shape)} and {tuple(sfb.shape)}")
+            _args.dims(fn, "b", b_t, 3, "[G, K, N]")
+            _args.dims(fn, "b's scale factors", sfb, 3, "[G, ceil(K / 128), ceil(N / 128)]")
         b_t, sfb = b_t.transpose(1, 2), sfb.transpose(1, 2)
     _contiguous_op(a_t, sfa, b_t, sfb, d, grouped_layout, compiled_dims, use_psum_layout, expected_m_for_psum_layout)
 

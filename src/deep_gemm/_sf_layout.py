@@ -101,3 +101,6 @@ def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe:
     if gran_mn == 1:
         return get_mn_major_tma_aligned_tensor(sf)
     return sf.contiguous()
+
+
+__all__ = ["get_mn_major_tma_aligned_tensor", "transform_sf_into_required_layout"]

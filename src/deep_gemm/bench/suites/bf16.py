@@ -1,0 +1,35 @@
+"""The bf16 suite: ``bf16_gemm_nt`` (not implemented on SM90 yet: its rows are skipped) on
+the dense FP8 suite's shapes, against bf16 matmul."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..peers import bf16_peer
+from ..protocol import PEER_BF16, Case, Suite, gemm_flops, get_op, nan_output, randn, row_meta, shape_cases
+from .fp8 import FP8_SHAPES
+
+NAME = "bf16"
+MAX_DIFF = 1e-4
+
+# The dense FP8 shapes, (M, N, K).
+BF16_SHAPES = FP8_SHAPES
+
+
+def bf16_case(dg: Any, m: int, n: int, k: int) -> Case:
+    case = Case(meta=row_meta(NAME, "bf16_gemm_nt", m, n, k), flops=gemm_flops(m, n, k), max_diff=MAX_DIFF)
+    a, b = randn(m, k), randn(n, k)
+    case.reference = a.float() @ b.float().t()
+    case.peers = {PEER_BF16: bf16_peer(a, b)}
+    op, case.skip_reason = get_op(dg, "bf16_gemm_nt")
+    if op is not None:
+        d = nan_output(m, n)
+        case.ours, case.read_ours = (lambda: op(a, b, d)), (lambda: d)
+    return case
+
+
+def cases(dg: Any, seed: int):
+    return shape_cases(NAME, BF16_SHAPES, lambda m, n, k: bf16_case(dg, m, n, k))
+
+
+SUITE = Suite(NAME, MAX_DIFF, cases)
