@@ -42,7 +42,7 @@
 //   cfg.tail_m: then CUtensorMap a_tail and (unless sfa_from_global) sfa_tail.
 //   (tensor maps by value: the entry declares them const __grid_constant__).
 //
-//   Preconditions the launcher checks: k % 128 == 0, k > 0, m > 0 (m == 0: skip launch),
+//   Preconditions the launcher checks: k > 0 (a partial last K block reads zeros past K), m > 0 (m == 0: skip launch),
 //   A/B K-major with row pitch % 16 == 0 bytes, 16-byte aligned bases, SFA (and 1D1D SFB)
 //   MN-major fp32 [k/128, align(mn, 4)], 1D2D SFB fp32 row-major [ceil(n/128), k/128],
 //   1D2D D bf16 row-major with row pitch % 16 bytes == 0 (n % 8 == 0 if packed),
@@ -196,7 +196,7 @@ inline double sm90_fp8_estimate_cycles(const Sm90Fp8GemmConfig& c, int m, int n,
     // 64x160 ran 595 TFLOP/s where 128x128 ran 690; H200, 2026-11-30).
     const double one_wg = c.block_m == 64 ? 1.25 : 1.0;
     const double per_k_block = (std::max({tensor, smem, load}) + promote) * (off_sweet_spot ? 1.2 : 1.0) * one_wg;
-    const double tile = (k / 128) * per_k_block + 400.0 * std::max(1, slabs / 2);
+    const double tile = sm90_fp8_ceil_div(k, 128) * per_k_block + 400.0 * std::max(1, slabs / 2);
     const double out_bytes = c.kind == Sm90Fp8Kind::k1D1D ? 8.0 : 2.0;  // 1D1D reads C too
     const double dram = (static_cast<double>(m) * k + static_cast<double>(n) * k +
                          static_cast<double>(m) * n * out_bytes) * num_groups / 2150.0;
@@ -450,7 +450,7 @@ inline std::pair<uint32_t, uint32_t> sm90_fp8_tail_box_rows(const Sm90Fp8GemmCon
 inline std::vector<Sm90Fp8TensorMapSpec> sm90_fp8_gemm_tensor_maps(const Sm90Fp8GemmConfig& c, int m, int n, int k,
                                                                    uint64_t lda_bytes, uint64_t ldb_bytes,
                                                                    uint64_t ld_d) {
-    const uint64_t kb = static_cast<uint64_t>(k / 128);
+    const uint64_t kb = static_cast<uint64_t>(sm90_fp8_ceil_div(k, 128));
     const uint64_t m_pad = static_cast<uint64_t>(sm90_fp8_align(m, 4));
     const uint64_t n_pad = static_cast<uint64_t>(sm90_fp8_align(n, 4));
     const auto [a_rows, sfa_rows] = c.fit_m ? sm90_fp8_fit_box_rows(m)
