@@ -89,6 +89,13 @@ def _dense(form: str, m=M, n=N, k=K) -> dict[str, Any]:
     return dict(a=av, b=bv, d=d)
 
 
+def _cublaslt(form: str, m=M, n=N, k=K) -> dict[str, Any]:
+    torch = _torch()
+    a = _e(k, m, dtype=torch.bfloat16) if form[0] == "t" else _e(m, k, dtype=torch.bfloat16)
+    b = _e(n, k, dtype=torch.bfloat16) if form[1] == "t" else _e(k, n, dtype=torch.bfloat16)
+    return dict(a=a, b=b, d=_e(m, n, dtype=torch.bfloat16))
+
+
 def _contig(nn: bool, m_sum=256, n=N, k=K, g=G) -> dict[str, Any]:
     torch = _torch()
     fp8 = torch.float8_e4m3fn
@@ -144,6 +151,9 @@ def _specs() -> dict[str, tuple[Callable[[], dict], dict[str, str]]]:
             (lambda tn=tn: _kgrouped(tn)),
             {"a": "pair", "b": "pair", "d": "tensor", "ks_cpu": "ints", "grouped_layout": "tensor", "c": "opt_tensor",
              "recipe": "recipe3", "compiled_dims": "str", "use_psum_layout": "bool"})
+    for form in ("nt", "nn", "tn", "tt"):
+        s[f"cublaslt_gemm_{form}"] = ((lambda f=form: _cublaslt(f)),
+                                      {"a": "tensor", "b": "tensor", "d": "tensor", "c": "opt_tensor"})
     s["get_mn_major_tma_aligned_tensor"] = (lambda: dict(sf=_e(M, 2)), {"sf": "tensor"})
     s["transform_sf_into_required_layout"] = (
         lambda: dict(sf=_e(M, 2), mn=M, k=K, recipe=(1, 128)),

@@ -3,6 +3,8 @@
 #
 # Registered schemas (torch.ops.deep_gemm):
 #   deep_gemm::_extension_info() -> (str path, str build_id)
+#   deep_gemm::cublaslt_gemm_nt(Tensor a, Tensor b, Tensor(a!) d, Tensor? c=None) -> ()
+#   deep_gemm::cublaslt_info() -> str
 #   deep_gemm::fp8_gemm_build(int m, int n, int k, bool fp32_out, int num_sms, str compiled_dims) -> str
 #   deep_gemm::fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor? c=None, str compiled_dims="nk") -> ()
 #   deep_gemm::get_block_size_multiple_of() -> int[]
@@ -46,6 +48,22 @@ class SymmBuffer:
 
 def bf16_mega_moe(*args: Any, **kwargs: Any) -> NoReturn:
     """SM100 only."""
+    ...
+
+def cublaslt_gemm_nn(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None) -> None:
+    """:func:`cublaslt_gemm_nt` with ``b`` given as ``[K, N]`` (``d = c + a @ b``)."""
+    ...
+
+def cublaslt_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None) -> None:
+    """``d = c + a @ b.T`` with cuBLASLt: ``a`` ``[M, K]``, ``b`` ``[N, K]``, each K-major or"""
+    ...
+
+def cublaslt_gemm_tn(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None) -> None:
+    """:func:`cublaslt_gemm_nt` with ``a`` given as ``[K, M]`` and ``b`` as ``[K, N]``"""
+    ...
+
+def cublaslt_gemm_tt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None) -> None:
+    """:func:`cublaslt_gemm_nt` with ``a`` given as ``[K, M]`` (``d = c + a.T @ b.T``)."""
     ...
 
 def fp8_fp4_gemm_nn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, *, alpha: Optional[float] = None) -> None:

@@ -28,6 +28,7 @@ _TENSOR_OPS: dict[str, tuple[str, ...]] = {
     "k_grouped_fp8_gemm_nt_contiguous": ("a", "sfa", "b", "sfb", "d", "ks_tensor", "c"),
     "k_grouped_fp8_gemm_tn_contiguous": ("a", "sfa", "b", "sfb", "d", "ks_tensor", "c"),
     "get_mn_major_tma_aligned_tensor": ("sf",),
+    "cublaslt_gemm_nt": ("a", "b", "d", "c"),
 }
 # The C++ kernels do not depend on the dispatch key they are reached through: CPU's
 # entry is the CompositeExplicitAutograd kernel (Meta's is the Python impl below).
