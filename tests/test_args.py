@@ -73,7 +73,7 @@ def test_dense_gemm_valid_recipes_still_accepted():
     deep_gemm.fp8_gemm_nt(a, b, d, c=d, recipe=(1, 1, 128))
 
 
-@pytest.mark.parametrize("fn", ["m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked",
+@pytest.mark.parametrize("fn", ["m_grouped_fp8_fp4_gemm_nt_contiguous", "m_grouped_fp8_fp4_gemm_nt_masked",
                                 "k_grouped_fp8_gemm_nt_contiguous"])
 @pytest.mark.parametrize("kwargs, exc, arg", [
     (dict(recipe=5), TypeError, "recipe"),
@@ -82,8 +82,8 @@ def test_dense_gemm_valid_recipes_still_accepted():
 ])
 def test_grouped_bad_keywords(fn, kwargs, exc, arg):
     t = torch.empty(1, device="meta")
-    args = {"m_grouped_fp8_gemm_nt_contiguous": ((t, t), (t, t), t, t),
-            "m_grouped_fp8_gemm_nt_masked": ((t, t), (t, t), t, t, 1),
+    args = {"m_grouped_fp8_fp4_gemm_nt_contiguous": ((t, t), (t, t), t, t),
+            "m_grouped_fp8_fp4_gemm_nt_masked": ((t, t), (t, t), t, t, 1),
             "k_grouped_fp8_gemm_nt_contiguous": ((t, t), (t, t), t, [128], t)}[fn]
     with _raises(exc, fn, arg):
         getattr(deep_gemm, fn)(*args, **kwargs)
@@ -91,11 +91,11 @@ def test_grouped_bad_keywords(fn, kwargs, exc, arg):
 
 def test_grouped_checks_disable_ue8m0_cast_and_expected_m():
     t = torch.empty(1, device="meta")
-    with _raises(TypeError, "m_grouped_fp8_gemm_nt_masked", "disable_ue8m0_cast"):
+    with _raises(TypeError, "m_grouped_fp8_fp4_gemm_nt_masked", "disable_ue8m0_cast"):
         deep_gemm.m_grouped_fp8_gemm_nt_masked((t, t), (t, t), t, t, 1, disable_ue8m0_cast="no")
-    with _raises(TypeError, "m_grouped_fp8_gemm_nt_masked", "expected_m"):
+    with _raises(TypeError, "m_grouped_fp8_fp4_gemm_nt_masked", "expected_m"):
         deep_gemm.m_grouped_fp8_gemm_nt_masked((t, t), (t, t), t, t, 1.0)
-    with _raises(TypeError, "m_grouped_fp8_gemm_nt_contiguous", "expected_m_for_psum_layout"):
+    with _raises(TypeError, "m_grouped_fp8_fp4_gemm_nt_contiguous", "expected_m_for_psum_layout"):
         deep_gemm.m_grouped_fp8_gemm_nt_contiguous((t, t), (t, t), t, t, expected_m_for_psum_layout=True)
     with _raises(TypeError, "k_grouped_fp8_gemm_nt_contiguous", "ks_cpu[1]"):
         deep_gemm.k_grouped_fp8_gemm_nt_contiguous((t, t), (t, t), t, [128, 1.5], t)

@@ -127,15 +127,18 @@ def _specs() -> dict[str, tuple[Callable[[], dict], dict[str, str]]]:
     for form in ("nt", "nn", "tn", "tt"):
         for prefix in ("fp8_gemm_", "fp8_fp4_gemm_"):
             s[prefix + form] = ((lambda f=form: _dense(f)), {"a": "pair", "b": "pair", "d": "tensor", **GEMM_KW})
-    for nn in (False, True):
-        s[f"m_grouped_fp8_gemm_{'nn' if nn else 'nt'}_contiguous"] = (
-            (lambda nn=nn: _contig(nn)),
-            {"a": "pair", "b": "pair", "d": "tensor", "grouped_layout": "tensor", "recipe": "opt_recipe3",
-             "compiled_dims": "str", "disable_ue8m0_cast": "bool", "use_psum_layout": "bool",
-             "expected_m_for_psum_layout": "opt_int"})
-    for name in ("m_grouped_fp8_gemm_nt_masked", "fp8_m_grouped_gemm_nt_masked"):
+    for prefix in ("m_grouped_fp8_gemm_", "m_grouped_fp8_fp4_gemm_"):
+        for nn in (False, True):
+            s[f"{prefix}{'nn' if nn else 'nt'}_contiguous"] = (
+                (lambda nn=nn: _contig(nn)),
+                {"a": "pair", "b": "pair", "d": "tensor", "grouped_layout": "tensor", "recipe": "opt_recipe3",
+                 "recipe_a": "opt_recipe2", "recipe_b": "opt_recipe2", "compiled_dims": "str",
+                 "disable_ue8m0_cast": "bool", "use_psum_layout": "bool", "ensure_zero_padding": "bool",
+                 **({} if nn else {"expected_m_for_psum_layout": "opt_int"})})
+    for name in ("m_grouped_fp8_gemm_nt_masked", "m_grouped_fp8_fp4_gemm_nt_masked", "fp8_m_grouped_gemm_nt_masked"):
         s[name] = (_masked, {"a": "pair", "b": "pair", "d": "tensor", "masked_m": "tensor", "expected_m": "pos_int",
-                             "recipe": "opt_recipe3", "compiled_dims": "str", "disable_ue8m0_cast": "bool"})
+                             "recipe": "opt_recipe3", "recipe_a": "opt_recipe2", "recipe_b": "opt_recipe2",
+                             "compiled_dims": "str", "disable_ue8m0_cast": "bool"})
     for tn in (False, True):
         s[f"k_grouped_fp8_gemm_{'tn' if tn else 'nt'}_contiguous"] = (
             (lambda tn=tn: _kgrouped(tn)),
@@ -146,12 +149,12 @@ def _specs() -> dict[str, tuple[Callable[[], dict], dict[str, str]]]:
         lambda: dict(sf=_e(M, 2), mn=M, k=K, recipe=(1, 128)),
         {"sf": "tensor", "mn": "nonneg_int", "k": "nonneg_int", "recipe": "recipe2", "num_groups": "opt_pos_int",
          "is_sfa": "opt_bool", "disable_ue8m0_cast": "bool", "psum_layout": "opt_tensor"})
-    s["set_num_sms"] = (lambda: dict(num_sms=8), {"num_sms": "pos_int"})
-    s["set_tc_util"] = (lambda: dict(tc_util=50), {"tc_util": "percent"})
-    s["set_pdl"] = (lambda: dict(enable_pdl=True), {"enable_pdl": "bool"})
-    s["set_ignore_compile_dims"] = (lambda: dict(ignore_compile_dims=True), {"ignore_compile_dims": "bool"})
-    s["set_block_size_multiple_of"] = (lambda: dict(block_size_multiple_of=8), {"block_size_multiple_of": "pos_int"})
-    s["set_mk_alignment_for_contiguous_layout"] = (lambda: dict(alignment=128), {"alignment": "pos_int"})
+    s["set_num_sms"] = (lambda: dict(new_num_sms=8), {"new_num_sms": "pos_int"})
+    s["set_tc_util"] = (lambda: dict(new_tc_util=50), {"new_tc_util": "percent"})
+    s["set_pdl"] = (lambda: dict(new_enable_pdl=True), {"new_enable_pdl": "bool"})
+    s["set_ignore_compile_dims"] = (lambda: dict(new_value=True), {"new_value": "bool"})
+    s["set_block_size_multiple_of"] = (lambda: dict(new_value=8), {"new_value": "pos_int"})
+    s["set_mk_alignment_for_contiguous_layout"] = (lambda: dict(new_value=128), {"new_value": "pos_int"})
     s["get_theoretical_mk_alignment_for_contiguous_layout"] = (lambda: dict(expected_m=64),
                                                                 {"expected_m": "opt_nonneg_int"})
     s["get_tma_aligned_size"] = (lambda: dict(x=100, element_size=4), {"x": "nonneg_int", "element_size": "elem"})
@@ -394,9 +397,10 @@ def _size_cases(add, name: str, short: str) -> None:
     for k in (2**31, 2**32 + 128):
         if short.startswith(("fp8_gemm_", "fp8_fp4_gemm_")) and short.endswith("nt"):
             add(name, "size_overflow", "a", f"K = {k}", lambda k=k: ((), _dense("nt", k=k)))
-        elif short in ("m_grouped_fp8_gemm_nt_contiguous",):
+        elif short in ("m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_fp4_gemm_nt_contiguous"):
             add(name, "size_overflow", "a", f"K = {k}", lambda k=k: ((), _contig(False, k=k)))
-        elif short in ("m_grouped_fp8_gemm_nt_masked", "fp8_m_grouped_gemm_nt_masked"):
+        elif short in ("m_grouped_fp8_gemm_nt_masked", "m_grouped_fp8_fp4_gemm_nt_masked",
+                       "fp8_m_grouped_gemm_nt_masked"):
             add(name, "size_overflow", "a", f"K = {k}", lambda k=k: ((), _masked(k=k)))
 
 

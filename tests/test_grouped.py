@@ -285,7 +285,8 @@ def test_m_grouped_contiguous_matches_reference(g, expected_m, n, k, layout_kind
     if layout_kind == "index":
         contig((a, sfa), (b, sfb), d, index_t)
     else:
-        contig((a, sfa), (b, sfb), d, ends, use_psum_layout=True, expected_m_for_psum_layout=expected_m)
+        contig((a, sfa), (b, sfb), d, ends, use_psum_layout=True, expected_m_for_psum_layout=expected_m,
+               ensure_zero_padding=False)
     torch.cuda.synchronize()
     valid = index_t >= 0
     assert d[~valid].isnan().all(), "padding rows were written"
@@ -348,7 +349,7 @@ def test_m_grouped_column_slice_of_d(kind):
         contig((a, sfa), (b, sfb), d, index_t)
     else:
         ends = torch.tensor([s + r for s, r in zip(starts, rows, strict=True)], dtype=I32, device="cuda")
-        contig((a, sfa), (b, sfb), d, ends, use_psum_layout=True)
+        contig((a, sfa), (b, sfb), d, ends, use_psum_layout=True, ensure_zero_padding=False)
     torch.cuda.synchronize()
     assert buf[:, n:].isnan().all(), "columns past N were written"
     valid = index_t >= 0
@@ -511,7 +512,7 @@ def test_m_grouped_sfa_layouts_agree(kind):
         b = _grouped_b(g, n, k)
         if kind == "psum":
             ends_t = torch.tensor(ends, dtype=I32, device="cuda")
-            run = lambda s, d: contig((a, s), b, d, ends_t, use_psum_layout=True)  # noqa: E731
+            run = lambda s, d: contig((a, s), b, d, ends_t, use_psum_layout=True, ensure_zero_padding=False)  # noqa: E731,E501
         else:
             run = lambda s, d: contig((a, s), b, d, index_t)  # noqa: E731
         shape = (len(index), n)
@@ -563,7 +564,7 @@ def test_m_grouped_claimed_tiles_on_few_sms(kind):
             b = _grouped_b(g, n, k)
             if kind == "psum":
                 layout = torch.tensor([s + r for s, r in zip(starts, rows, strict=True)], dtype=I32, device="cuda")
-                run = lambda: contig(a_q, b, d, layout, use_psum_layout=True)  # noqa: E731
+                run = lambda: contig(a_q, b, d, layout, use_psum_layout=True, ensure_zero_padding=False)  # noqa: E731,E501
             else:
                 layout = torch.tensor(index, dtype=I32, device="cuda")
                 run = lambda: contig(a_q, b, d, layout)  # noqa: E731

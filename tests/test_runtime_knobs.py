@@ -27,7 +27,7 @@ def test_pdl_round_trip_and_type():
     assert deep_gemm.get_pdl() is True
     deep_gemm.set_pdl(False)
     assert deep_gemm.get_pdl() is False
-    with pytest.raises(TypeError, match="enable_pdl must be a bool"):
+    with pytest.raises(TypeError, match="new_enable_pdl must be a bool"):
         deep_gemm.set_pdl(1)
 
 

@@ -22,7 +22,7 @@
 #   deep_gemm::k_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, int[] ks, Tensor ks_tensor, Tensor? c=None, str compiled_dims="mn") -> ()
 #   deep_gemm::k_grouped_fp8_gemm_tn_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, int[] ks, Tensor ks_tensor, Tensor? c=None, str compiled_dims="mn") -> ()
 #   deep_gemm::m_grouped_fp8_gemm_build(str layout, int m, int n, int k, int num_groups, int expected_m, int num_sms, str compiled_dims) -> str
-#   deep_gemm::m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor grouped_layout, str compiled_dims="nk", bool use_psum_layout=False, int? expected_m_for_psum_layout=None) -> ()
+#   deep_gemm::m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor grouped_layout, str compiled_dims="nk", bool use_psum_layout=False, int? expected_m_for_psum_layout=None, bool ensure_zero_padding=False) -> ()
 #   deep_gemm::m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor masked_m, int expected_m, str compiled_dims="nk") -> ()
 #   deep_gemm::set_block_size_multiple_of(int block_m, int block_n) -> ()
 #   deep_gemm::set_ignore_compile_dims(bool ignore) -> ()
@@ -48,19 +48,19 @@ def bf16_mega_moe(*args: Any, **kwargs: Any) -> NoReturn:
     """SM100 only."""
     ...
 
-def fp8_fp4_gemm_nn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
+def fp8_fp4_gemm_nn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, *, alpha: Optional[float] = None) -> None:
     """:func:`fp8_gemm_nt` with B given as ``[K, N]`` (and its scales transposed alike)."""
     ...
 
-def fp8_fp4_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
+def fp8_fp4_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, *, alpha: Optional[float] = None) -> None:
     """``d = (A * SFA) @ (B * SFB)^T (+ c)``: A ``[M, K]`` and B ``[N, K]`` FP8 e4m3, K-major."""
     ...
 
-def fp8_fp4_gemm_tn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'mn', disable_ue8m0_cast: bool = False, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
+def fp8_fp4_gemm_tn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None, compiled_dims: str = 'mn', disable_ue8m0_cast: bool = False, *, alpha: Optional[float] = None) -> None:
     """:func:`fp8_gemm_nt` with A given as ``[K, M]`` and B as ``[K, N]``... see fp8_gemm_nt;"""
     ...
 
-def fp8_fp4_gemm_tt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'mn', disable_ue8m0_cast: bool = False, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
+def fp8_fp4_gemm_tt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None, compiled_dims: str = 'mn', disable_ue8m0_cast: bool = False, *, alpha: Optional[float] = None) -> None:
     """:func:`fp8_gemm_nt` with A given as ``[K, M]`` (B as in nt); A must be a transposed"""
     ...
 
@@ -68,28 +68,34 @@ def fp8_fp4_mega_moe(*args: Any, **kwargs: Any) -> NoReturn:
     """SM100 only."""
     ...
 
-def fp8_gemm_nn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
+def fp8_gemm_nn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, *, alpha: Optional[float] = None) -> None:
     """:func:`fp8_gemm_nt` with B given as ``[K, N]`` (and its scales transposed alike)."""
     ...
 
-def fp8_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
+def fp8_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, *, alpha: Optional[float] = None) -> None:
     """``d = (A * SFA) @ (B * SFB)^T (+ c)``: A ``[M, K]`` and B ``[N, K]`` FP8 e4m3, K-major."""
     ...
 
-def fp8_gemm_tn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'mn', disable_ue8m0_cast: bool = False, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
+def fp8_gemm_tn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None, compiled_dims: str = 'mn', disable_ue8m0_cast: bool = False, *, alpha: Optional[float] = None) -> None:
     """:func:`fp8_gemm_nt` with A given as ``[K, M]`` and B as ``[K, N]``... see fp8_gemm_nt;"""
     ...
 
-def fp8_gemm_tt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'mn', disable_ue8m0_cast: bool = False, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
+def fp8_gemm_tt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None, compiled_dims: str = 'mn', disable_ue8m0_cast: bool = False, *, alpha: Optional[float] = None) -> None:
     """:func:`fp8_gemm_nt` with A given as ``[K, M]`` (B as in nt); A must be a transposed"""
     ...
 
-def fp8_m_grouped_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, masked_m: torch.Tensor, expected_m: int, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False) -> None:
+def fp8_m_grouped_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, masked_m: torch.Tensor, expected_m: int, recipe: Optional[tuple[int, int, int]] = None, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False) -> None:
     """MoE grouped GEMM with a fixed slot per group: ``d[g, :masked_m[g]] = A[g, :masked_m[g]] @ B[g]^T``."""
     ...
 
 def get_jit() -> deep_gemm._jit.JitInfo:
     """Cache roots, compiler backend and version, and the kernels loaded so far."""
+    ...
+
+def get_k_alignment_for_contiguous_layout() -> int:
+    ...
+
+def get_m_alignment_for_contiguous_layout() -> int:
     ...
 
 def get_mk_alignment_for_contiguous_layout() -> int:
@@ -113,7 +119,7 @@ def get_symm_buffer_for_mega_moe(*args: Any, **kwargs: Any) -> NoReturn:
 def get_tc_util() -> int:
     ...
 
-def get_theoretical_mk_alignment_for_contiguous_layout(expected_m: int | None = None) -> int:
+def get_theoretical_mk_alignment_for_contiguous_layout(expected_m: int | None = None, num_groups: int | None = None) -> int:
     """Smallest group alignment the SM90 grouped kernels accept for groups of"""
     ...
 
@@ -129,39 +135,51 @@ def k_grouped_fp8_gemm_tn_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tu
     """:func:`k_grouped_fp8_gemm_nt_contiguous` with A ``[sum(ks_cpu), M]`` and B ``[sum(ks_cpu), N]``"""
     ...
 
-def m_grouped_fp8_gemm_nn_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, grouped_layout: torch.Tensor, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, use_psum_layout: bool = False, expected_m_for_psum_layout: Optional[int] = None) -> None:
-    """:func:`m_grouped_fp8_gemm_nt_contiguous` with B given as ``[G, K, N]`` and SFB as"""
+def m_grouped_fp8_fp4_gemm_nn_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, grouped_layout: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, use_psum_layout: bool = False, ensure_zero_padding: bool = True, *, m_indices: Optional[torch.Tensor] = None) -> None:
+    """:func:`m_grouped_fp8_fp4_gemm_nt_contiguous` with B given as ``[G, K, N]`` and SFB as"""
     ...
 
-def m_grouped_fp8_gemm_nt_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, grouped_layout: torch.Tensor, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, use_psum_layout: bool = False, expected_m_for_psum_layout: Optional[int] = None) -> None:
+def m_grouped_fp8_fp4_gemm_nt_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, grouped_layout: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, use_psum_layout: bool = False, ensure_zero_padding: bool = True, expected_m_for_psum_layout: Optional[int] = None, *, m_indices: Optional[torch.Tensor] = None) -> None:
     """MoE grouped GEMM, groups back to back along M: ``d[rows of g] = A[rows of g] @ B[g]^T``."""
     ...
 
-def m_grouped_fp8_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, masked_m: torch.Tensor, expected_m: int, recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False) -> None:
+def m_grouped_fp8_fp4_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, masked_m: torch.Tensor, expected_m: int, recipe: Optional[tuple[int, int, int]] = None, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False) -> None:
     """MoE grouped GEMM with a fixed slot per group: ``d[g, :masked_m[g]] = A[g, :masked_m[g]] @ B[g]^T``."""
     ...
 
-def set_block_size_multiple_of(block_size_multiple_of: int | tuple[int, int]) -> None:
+def m_grouped_fp8_gemm_nn_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, grouped_layout: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, use_psum_layout: bool = False, ensure_zero_padding: bool = True, *, m_indices: Optional[torch.Tensor] = None) -> None:
+    """:func:`m_grouped_fp8_fp4_gemm_nt_contiguous` with B given as ``[G, K, N]`` and SFB as"""
+    ...
+
+def m_grouped_fp8_gemm_nt_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, grouped_layout: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, use_psum_layout: bool = False, ensure_zero_padding: bool = True, expected_m_for_psum_layout: Optional[int] = None, *, m_indices: Optional[torch.Tensor] = None) -> None:
+    """MoE grouped GEMM, groups back to back along M: ``d[rows of g] = A[rows of g] @ B[g]^T``."""
+    ...
+
+def m_grouped_fp8_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, masked_m: torch.Tensor, expected_m: int, recipe: Optional[tuple[int, int, int]] = None, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False) -> None:
+    """MoE grouped GEMM with a fixed slot per group: ``d[g, :masked_m[g]] = A[g, :masked_m[g]] @ B[g]^T``."""
+    ...
+
+def set_block_size_multiple_of(new_value: int | tuple[int, int]) -> None:
     """Constrain BLOCK_M/BLOCK_N to multiples of ``x`` (both) or ``(x, y)``."""
     ...
 
-def set_ignore_compile_dims(ignore_compile_dims: bool) -> None:
+def set_ignore_compile_dims(new_value: bool) -> None:
     """When True, no shape dimension is baked into JIT kernels (fewer compiles)."""
     ...
 
-def set_mk_alignment_for_contiguous_layout(alignment: int) -> None:
+def set_mk_alignment_for_contiguous_layout(new_value: int) -> None:
     """Row (M or K) alignment of each group in the contiguous grouped layouts."""
     ...
 
-def set_num_sms(num_sms: int) -> None:
+def set_num_sms(new_num_sms: int) -> None:
     """Cap the number of SMs the kernels use (1 .. the device's SM count)."""
     ...
 
-def set_pdl(enable_pdl: bool) -> None:
+def set_pdl(new_enable_pdl: bool) -> None:
     """Enable programmatic dependent launch for the kernels launched afterwards."""
     ...
 
-def set_tc_util(tc_util: int) -> None:
+def set_tc_util(new_tc_util: int) -> None:
     """Approximate tensor-core utilisation (percent, 1..100) the heuristics assume."""
     ...
 

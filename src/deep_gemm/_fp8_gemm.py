@@ -36,9 +36,12 @@ _pair = _args.pair
 
 
 def _fp8_gemm(fn: str, a: Any, b: Any, d: Any, c: Any, recipe: Any, recipe_a: Any, recipe_b: Any,
-              compiled_dims: Any, disable_ue8m0_cast: Any, transpose_a: bool, transpose_b: bool) -> None:
+              compiled_dims: Any, disable_ue8m0_cast: Any, alpha: Any, transpose_a: bool, transpose_b: bool) -> None:
     a_t, sfa = _pair(fn, "a", a)
     b_t, sfb = _pair(fn, "b", b)
+    if alpha is not None:
+        raise RuntimeError(f"deep_gemm.{fn}: alpha (an output scale) requires an SM100 (Blackwell) GPU; on SM90 pass "
+                           "alpha=None and scale the operands' scale factors instead")
     if not isinstance(d, torch.Tensor):
         _args.tensor(fn, "d", d)
     if c is not None and not isinstance(c, torch.Tensor):
@@ -71,8 +74,9 @@ def _fp8_gemm(fn: str, a: Any, b: Any, d: Any, c: Any, recipe: Any, recipe_a: An
 
 def fp8_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor,
                 c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None,
-                compiled_dims: str = "nk", disable_ue8m0_cast: bool = False,
-                recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
+                recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None,
+                compiled_dims: str = "nk", disable_ue8m0_cast: bool = False, *,
+                alpha: Optional[float] = None) -> None:
     """``d = (A * SFA) @ (B * SFB)^T (+ c)``: A ``[M, K]`` and B ``[N, K]`` FP8 e4m3, K-major.
 
     ``a = (A, SFA)`` with SFA fp32 ``[M, ceil(K/128)]`` (per token); ``b = (B, SFB)`` with
@@ -83,40 +87,44 @@ def fp8_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, tor
     :func:`get_mn_major_tma_aligned_tensor`) are read as given by the bf16 kernel at
     M <= 384 (where its tiles have at most 128 rows) and otherwise converted on the GPU on
     every call, so pass prepared ones on hot paths. ``disable_ue8m0_cast`` has no effect on SM90
-    (fp32 scales, no UE8M0 packing).
+    (fp32 scales, no UE8M0 packing). ``recipe_a`` / ``recipe_b`` (``(gran_mn, gran_k)`` of each
+    operand) are the two-part spelling of ``recipe``. ``alpha`` is SM100-only: it must be None.
     """
-    _fp8_gemm("fp8_gemm_nt", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, False,
-              False)
+    _fp8_gemm("fp8_gemm_nt", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, alpha,
+              False, False)
 
 
 def fp8_gemm_nn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor,
                 c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None,
-                compiled_dims: str = "nk", disable_ue8m0_cast: bool = False,
-                recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
+                recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None,
+                compiled_dims: str = "nk", disable_ue8m0_cast: bool = False, *,
+                alpha: Optional[float] = None) -> None:
     """:func:`fp8_gemm_nt` with B given as ``[K, N]`` (and its scales transposed alike).
     SM90 needs K-major operands, so B must be a transposed view of a K-major tensor."""
-    _fp8_gemm("fp8_gemm_nn", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, False,
-              True)
+    _fp8_gemm("fp8_gemm_nn", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, alpha,
+              False, True)
 
 
 def fp8_gemm_tn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor,
                 c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None,
-                compiled_dims: str = "mn", disable_ue8m0_cast: bool = False,
-                recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
+                recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None,
+                compiled_dims: str = "mn", disable_ue8m0_cast: bool = False, *,
+                alpha: Optional[float] = None) -> None:
     """:func:`fp8_gemm_nt` with A given as ``[K, M]`` and B as ``[K, N]``... see fp8_gemm_nt;
     A must be a transposed view of a K-major tensor on SM90."""
-    _fp8_gemm("fp8_gemm_tn", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, True,
-              True)
+    _fp8_gemm("fp8_gemm_tn", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, alpha,
+              True, True)
 
 
 def fp8_gemm_tt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor,
                 c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None,
-                compiled_dims: str = "mn", disable_ue8m0_cast: bool = False,
-                recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None) -> None:
+                recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None,
+                compiled_dims: str = "mn", disable_ue8m0_cast: bool = False, *,
+                alpha: Optional[float] = None) -> None:
     """:func:`fp8_gemm_nt` with A given as ``[K, M]`` (B as in nt); A must be a transposed
     view of a K-major tensor on SM90."""
-    _fp8_gemm("fp8_gemm_tt", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, True,
-              False)
+    _fp8_gemm("fp8_gemm_tt", a, b, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable_ue8m0_cast, alpha,
+              True, False)
 
 
 # Upstream's FP8xFP4 entry points: on SM90 only the FP8 x FP8 path exists.

@@ -41,10 +41,22 @@ def _ks_list(fn: str, ks: Any) -> list[int]:
     return list(_args.ints(fn, "ks_cpu", ks, what="ints (one K per group)"))
 
 
+def _sf_rows_by_k_block(sf: torch.Tensor, mn: int, sum_kb: int) -> torch.Tensor:
+    """The op takes scales as ``[sum(ks)/128, mn]``; upstream's callers pass the transposed
+    view ``sf.T`` (shape ``[mn, sum(ks)/128]``, strides ``(1, mn)``) of that tensor. Accept both:
+    a square one is read as upstream's form only when its strides say it is that view."""
+    if sf.dim() != 2 or tuple(sf.shape) != (mn, sum_kb):
+        return sf
+    if mn == sum_kb and (sf.stride(1) == 1 or mn <= 1):
+        return sf  # square and row-major: already [sum(ks)/128, mn]
+    return sf.transpose(0, 1)
+
+
 def _k_grouped(fn: str, op: Any, a: Any, b: Any, d: Any, ks: Any, ks_tensor: Any, c: Any,
                recipe: Any, compiled_dims: Any, use_psum_layout: Any) -> None:
     a_t, sfa = _pair(fn, "a", a)
     b_t, sfb = _pair(fn, "b", b)
+    ks = _ks_list(fn, ks)
     _args.tensor(fn, "d", d)
     _args.opt_tensor(fn, "c", c)
     _args.tensor(fn, "grouped_layout (ks_tensor)", ks_tensor, "an int32 tensor on the GPU")
@@ -59,7 +71,11 @@ def _k_grouped(fn: str, op: Any, a: Any, b: Any, d: Any, ks: Any, ks_tensor: Any
     if recipe != _RECIPE:
         raise ValueError(f"deep_gemm.{fn}: recipe: the SM90 k-grouped GEMMs support recipe (1, 1, 128) only (1x128 scales "
                          f"along K for both operands, fp32 d), got {recipe}")
-    op(a_t, sfa, b_t, sfb, d, _ks_list(fn, ks), ks_tensor, c, compiled_dims)
+    if d.dim() == 3 and all(k >= 0 and k % 128 == 0 for k in ks):
+        sum_kb = sum(ks) // 128
+        sfa = _sf_rows_by_k_block(sfa, d.shape[1], sum_kb)
+        sfb = _sf_rows_by_k_block(sfb, d.shape[2], sum_kb)
+    op(a_t, sfa, b_t, sfb, d, ks, ks_tensor, c, compiled_dims)
 
 
 def k_grouped_fp8_gemm_nt_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor],
@@ -72,9 +88,10 @@ def k_grouped_fp8_gemm_nt_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tu
 
     Group g covers K positions ``[o_g, o_g + ks_cpu[g])`` with ``o_g = sum(ks_cpu[:g])``.
     ``a = (A, SFA)``: A FP8 e4m3, contiguous, ``sum(ks_cpu) * M`` elements holding each group's
-    K-major ``[M, k_g]`` matrix back to back (group g at element ``M * o_g``); SFA fp32
-    ``[sum(ks_cpu) / 128, M]``, one scale per row per 128 K (row ``o_g / 128 + kb`` for group
-    g's K block kb). ``b = (B, SFB)`` likewise with N. ``d``: fp32 ``[G, M, N]`` contiguous
+    K-major ``[M, k_g]`` matrix back to back (group g at element ``M * o_g``; any shape, upstream
+    passes it flat, 1-D); SFA fp32 ``[sum(ks_cpu) / 128, M]``, one scale per row per 128 K (row
+    ``o_g / 128 + kb`` for group g's K block kb), or its transposed view ``sf.T`` of shape
+    ``[M, sum(ks_cpu) / 128]`` as upstream passes it. ``b = (B, SFB)`` likewise with N. ``d``: fp32 ``[G, M, N]`` contiguous
     (N even). ``c``: fp32 ``[G, M, N]`` or None (then ``d[g]`` is the product alone); ``c``
     may be ``d`` itself (in-place accumulation).
 

@@ -112,7 +112,8 @@ inline double sm90_fp8_estimate_cycles(const Sm90Fp8GemmConfig& c, int m, int n,
     // 64x160 ran 595 TFLOP/s where 128x128 ran 690; H200, 2026-11-30).
     const double one_wg = c.block_m == 64 ? 1.25 : 1.0;
     const double per_k_block = (std::max({t.tensor, t.smem, t.load}) + promote) * (off_sweet_spot ? 1.2 : 1.0) * one_wg;
-    const double tile = sm90_tile_cycles(k / 128, per_k_block, slabs);
+    // A partial last K block costs a whole one.
+    const double tile = sm90_tile_cycles(sm90_ceil_div(k, 128), per_k_block, slabs);
     const double out_bytes = c.kind == Sm90Fp8Kind::k1D1D ? 8.0 : 2.0;  // 1D1D reads C too
     const double dram = sm90_dram_cycles(m, n, k, 1, out_bytes, num_groups);
     // One-warpgroup tiles also lose when the DRAM stream bounds the kernel (the 1.25 above

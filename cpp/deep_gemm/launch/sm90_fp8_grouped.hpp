@@ -105,7 +105,7 @@ class Sm90Fp8GroupedLauncher {
   static void launch(const Entry& e, const Sm90Fp8GroupedProblem& p) {
     const bool masked = p.gemm_type == static_cast<int>(h::Sm90GroupedType::kMasked);
     const uint64_t rows = masked ? static_cast<uint64_t>(p.m) * p.num_groups : static_cast<uint64_t>(p.m);
-    const uint64_t kb = static_cast<uint64_t>(p.k / 128);
+    const uint64_t kb = static_cast<uint64_t>(h::sm90_ceil_div(p.k, 128));
     const auto specs = sm90_fp8_grouped_tensor_maps(e.cfg, rows, p.n, p.k, p.num_groups, static_cast<uint64_t>(p.m),
                                                     masked ? kb * p.num_groups : kb, p.lda_bytes, p.ldb_bytes, p.ld_d);
     CUtensorMap maps[4];

@@ -43,9 +43,10 @@
 //   cfg.tail_m: then CUtensorMap a_tail and (unless sfa_from_global) sfa_tail.
 //   (tensor maps by value: the entry declares them const __grid_constant__).
 //
-//   Preconditions the launcher checks: k % 128 == 0, k > 0, m > 0 (m == 0: skip launch),
-//   A/B K-major with row pitch % 16 == 0 bytes, 16-byte aligned bases, SFA (and 1D1D SFB)
-//   MN-major fp32 [k/128, align(mn, 4)], 1D2D SFB fp32 row-major [ceil(n/128), k/128],
+//   Preconditions the launcher checks: k > 0 (a partial last K block reads zeros past K),
+//   m > 0 (m == 0: skip launch), A/B K-major with row pitch % 16 == 0 bytes, 16-byte
+//   aligned bases, SFA (and 1D1D SFB) MN-major fp32 [ceil(k/128), align(mn, 4)], 1D2D SFB
+//   fp32 row-major [ceil(n/128), ceil(k/128)],
 //   1D2D D bf16 row-major with row pitch % 16 bytes == 0 (n % 8 == 0 if packed),
 //   1D1D C/D fp32 row-major, ld_d even, 8-byte aligned.
 //
@@ -341,7 +342,7 @@ inline std::pair<uint32_t, uint32_t> sm90_fp8_tail_box_rows(const h::Sm90Fp8Gemm
 // Pitches: lda/ldb in bytes (k for packed), ld_d in elements (n for packed).
 inline std::vector<Sm90TensorMapSpec> sm90_fp8_gemm_tensor_maps(const h::Sm90Fp8GemmConfig& c, int m, int n, int k,
                                                                 uint64_t lda_bytes, uint64_t ldb_bytes, uint64_t ld_d) {
-  const uint64_t kb = static_cast<uint64_t>(k / 128);
+  const uint64_t kb = static_cast<uint64_t>(h::sm90_ceil_div(k, 128));
   const uint64_t m_pad = static_cast<uint64_t>(h::sm90_align(m, 4));
   const uint64_t n_pad = static_cast<uint64_t>(h::sm90_align(n, 4));
   const auto [a_rows, sfa_rows] =
@@ -370,7 +371,8 @@ inline std::vector<Sm90TensorMapSpec> sm90_fp8_gemm_tensor_maps(const h::Sm90Fp8
 // Tensor maps of an m-grouped launch, in argument order (a, b, sfa, d).
 //   rows: rows of A and D as 2-D views (M_sum, or G * max_m for masked)
 //   sfa_rows: rows per SFA column block (M_sum, or max_m for masked); sfa_blocks: outer
-//   extent of SFA seen as [sfa_blocks][align(sfa_rows, 4)] (k/128, or G * k/128 for masked).
+//   extent of SFA seen as [sfa_blocks][align(sfa_rows, 4)] (ceil(k/128), or G times that for
+//   masked).
 inline std::vector<Sm90TensorMapSpec> sm90_fp8_grouped_tensor_maps(const h::Sm90Fp8GemmConfig& c, uint64_t rows, int n,
                                                                    int k, int num_groups, uint64_t sfa_rows,
                                                                    uint64_t sfa_blocks, uint64_t lda_bytes,

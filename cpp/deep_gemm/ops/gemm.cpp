@@ -41,12 +41,13 @@ void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::opti
   chk.size({d, "d"}, 0, m, "M, from a.shape[0]");
   chk.size({d, "d"}, 1, n, "N, from b.shape[0]");
   chk.below_2_31({{"M", m}, {"N", n}, {"K", k}});
-  check_arg(k > 0 && k % 128 == 0, kOp, "K must be a positive multiple of 128 on SM90, got K = ", k);
+  // K need not be a multiple of 128: the last K block's TMA boxes read zeros past K.
+  check_arg(k > 0, kOp, "K must be positive, got K = ", k);
   const bool fp32_out = d.scalar_type() == ScalarType::Float;
   check_arg(fp32_out || d.scalar_type() == ScalarType::BFloat16, kOp,
             "d must be torch.bfloat16 (1D2D kernel) or torch.float32 (1D1D kernel, accumulating into c), got ",
             dtype_name(d.scalar_type()));
-  const int64_t k_blocks = k / 128;
+  const int64_t k_blocks = ceil_div(k, 128);
   check_row_sf(chk, sfa, "sfa", m, k_blocks);
   if (fp32_out) {
     check_row_sf(chk, sfb, "sfb", n, k_blocks);
@@ -127,8 +128,7 @@ void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::opti
 // where per-token scales given as is take their own kernel (small M). For warmup.
 std::string fp8_gemm_build(int64_t m, int64_t n, int64_t k, bool fp32_out, int64_t num_sms, std::string compiled_dims) {
   constexpr const char* op = "fp8_gemm_build";
-  check_arg(m > 0 && n > 0 && k > 0 && k % 128 == 0, op, "need M, N > 0 and K a positive multiple of 128, got ", m,
-            " x ", n, " x ", k);
+  check_arg(m > 0 && n > 0 && k > 0, op, "need M, N, K > 0, got ", m, " x ", n, " x ", k);
   ArgChecker(op).below_2_31({{"M", m}, {"N", n}, {"K", k}});
   check_arg(num_sms > 0 && num_sms <= 1024, op, "num_sms must be in [1, 1024], got ", num_sms);
   const CompiledDims cd = parse_compiled_dims(compiled_dims, op);

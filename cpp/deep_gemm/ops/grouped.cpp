@@ -8,6 +8,7 @@
 // Neither op reads grouped_layout / masked_m on the host (no device->host sync; CUDA-graph
 // safe): the scheduler reads them on the GPU.
 #include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
 
 #include <optional>
 #include <string>
@@ -36,7 +37,7 @@ void check_index(const ArgChecker& chk, const Tensor& t, const char* name, int64
   check_arg(t.stride(0) == 1 || len <= 1, op, name, " must be contiguous, got strides ", stride_str(t));
 }
 
-// B [G, N, K] e4m3, SFB fp32 [G, ceil(N/128), K/128]: dtypes and shapes.
+// B [G, N, K] e4m3, SFB fp32 [G, ceil(N/128), ceil(K/128)]: dtypes and shapes.
 void check_grouped_b_shapes(const ArgChecker& chk, const Tensor& b, const Tensor& sfb, int64_t g, int64_t n, int64_t k,
                             const char* op) {
   chk.dtype({b, "b"}, ScalarType::Float8_e4m3fn);
@@ -44,7 +45,7 @@ void check_grouped_b_shapes(const ArgChecker& chk, const Tensor& b, const Tensor
   chk.dim({sfb, "sfb"}, 3);
   chk.size({sfb, "sfb"}, 0, g, "the number of groups, from b.shape[0]");
   chk.size({sfb, "sfb"}, 1, ceil_div(n, 128), "ceil(N / 128): one scale per 128x128 block of each group's B");
-  chk.size({sfb, "sfb"}, 2, k / 128, "ceil(K / 128)");
+  chk.size({sfb, "sfb"}, 2, ceil_div(k, 128), "ceil(K / 128)");
   check_arg(n * g < (int64_t(1) << 31), op, "G * N must be below 2^31, got ", g, " x ", n);
 }
 
@@ -79,7 +80,7 @@ Tensor contiguous_sfb(const Tensor& sfb) { return sfb.is_contiguous() ? sfb : to
 
 void m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, Tensor grouped_layout,
                                       std::string compiled_dims, bool use_psum_layout,
-                                      std::optional<int64_t> expected_m_for_psum_layout) {
+                                      std::optional<int64_t> expected_m_for_psum_layout, bool ensure_zero_padding) {
   const char* op = kContigOp;
   const ArgChecker chk(op);
   const CompiledDims cd = parse_compiled_dims(compiled_dims, op);
@@ -93,13 +94,13 @@ void m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb
   chk.size({d, "d"}, 0, m, "M_sum, from a.shape[0]");
   chk.size({d, "d"}, 1, n, "N, from b.shape[1]");
   chk.below_2_31({{"M_sum", m}, {"N", n}, {"K", k}});
-  check_arg(k > 0 && k % 128 == 0, op, "K must be a positive multiple of 128 on SM90, got K = ", k);
+  check_arg(k > 0, op, "K must be positive, got K = ", k);
   check_arg(d.scalar_type() == ScalarType::BFloat16, op, "d must be torch.bfloat16 (the grouped kernels write bf16), got ",
             dtype_name(d.scalar_type()));
   chk.dtype({sfa, "sfa"}, ScalarType::Float);
   chk.dim({sfa, "sfa"}, 2);
   chk.size({sfa, "sfa"}, 0, m, "M_sum, from a.shape[0]");
-  chk.size({sfa, "sfa"}, 1, k / 128, "ceil(K / 128)");
+  chk.size({sfa, "sfa"}, 1, ceil_div(k, 128), "ceil(K / 128)");
   check_grouped_b_shapes(chk, b, sfb, g, n, k, op);
   const int64_t align = DeviceRuntime::get().mk_alignment_for_contiguous_layout();
   if (use_psum_layout) {
@@ -132,6 +133,9 @@ void m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb
   check_devices();
 
   if (is_meta(d)) return;
+  // The psum kernel writes only the groups' rows; upstream's contract (ensure_zero_padding)
+  // is that the gap rows before each group's aligned start read zero afterwards.
+  if (use_psum_layout && ensure_zero_padding) torch::stable::zero_(d);
 
   const auto type = use_psum_layout ? h::Sm90GroupedType::kContiguousPsum : h::Sm90GroupedType::kContiguous;
   TileCounter counter(a);
@@ -173,7 +177,7 @@ void m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Te
   chk.size({d, "d"}, 1, max_m, "max_m, from a.shape[1]");
   chk.size({d, "d"}, 2, n, "N, from b.shape[1]");
   chk.below_2_31({{"max_m", max_m}, {"N", n}, {"K", k}});
-  check_arg(k > 0 && k % 128 == 0, op, "K must be a positive multiple of 128 on SM90, got K = ", k);
+  check_arg(k > 0, op, "K must be positive, got K = ", k);
   check_arg(g * max_m < (int64_t(1) << 31), op, "G * max_m must be below 2^31, got ", g, " x ", max_m);
   check_arg(d.scalar_type() == ScalarType::BFloat16, op, "d must be torch.bfloat16 (the grouped kernels write bf16), got ",
             dtype_name(d.scalar_type()));
@@ -181,7 +185,7 @@ void m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Te
   chk.dim({sfa, "sfa"}, 3);
   chk.size({sfa, "sfa"}, 0, g, "the number of groups, from a.shape[0]");
   chk.size({sfa, "sfa"}, 1, max_m, "max_m, from a.shape[1]");
-  chk.size({sfa, "sfa"}, 2, k / 128, "ceil(K / 128)");
+  chk.size({sfa, "sfa"}, 2, ceil_div(k, 128), "ceil(K / 128)");
   check_grouped_b_shapes(chk, b, sfb, g, n, k, op);
   check_index(chk, masked_m, "masked_m", g, "the number of groups, from a.shape[0]", op);
   const auto check_devices = [&] {
@@ -233,8 +237,7 @@ std::string m_grouped_fp8_gemm_build(std::string layout, int64_t m, int64_t n, i
   constexpr const char* op = "m_grouped_fp8_gemm_build";
   check_arg(layout == "contiguous" || layout == "psum" || layout == "masked", op,
             "layout must be 'contiguous', 'psum' or 'masked', got '", layout, "'");
-  check_arg(m > 0 && n > 0 && k > 0 && k % 128 == 0, op, "need M, N > 0 and K a positive multiple of 128, got ", m,
-            " x ", n, " x ", k);
+  check_arg(m > 0 && n > 0 && k > 0, op, "need M, N, K > 0, got ", m, " x ", n, " x ", k);
   check_arg(num_groups > 0, op, "num_groups must be > 0, got ", num_groups);
   ArgChecker(op).below_2_31({{"M", m}, {"N", n}, {"K", k}, {"num_groups", num_groups}, {"expected_m", expected_m}});
   check_arg(num_sms > 0 && num_sms <= 1024, op, "num_sms must be in [1, 1024], got ", num_sms);
@@ -270,7 +273,7 @@ std::string m_grouped_fp8_gemm_build(std::string layout, int64_t m, int64_t n, i
 STABLE_TORCH_LIBRARY_FRAGMENT(deep_gemm, m) {
   m.def("m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, "
         "Tensor grouped_layout, str compiled_dims=\"nk\", bool use_psum_layout=False, "
-        "int? expected_m_for_psum_layout=None) -> ()");
+        "int? expected_m_for_psum_layout=None, bool ensure_zero_padding=False) -> ()");
   m.def("m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor masked_m, "
         "int expected_m, str compiled_dims=\"nk\") -> ()");
   m.def("m_grouped_fp8_gemm_build(str layout, int m, int n, int k, int num_groups, int expected_m, int num_sms, "

@@ -5,7 +5,7 @@
 //   B   [N, K] e4m3, K-major            (TMA, 128B swizzle)
 //   SFB fp32 [ceil(K/128), align(N,4)]  MN-major, one scale per row of B per 128 K (TMA)
 //   C, D fp32 row-major with row pitch ld_d elements (even), written with 8-byte stores
-// K must be a multiple of 128; M and N arbitrary.
+// Any K > 0 (a partial last K block reads zeros past K); M and N arbitrary.
 #pragma once
 #include <deep_gemm/common/sm90_fp8_1d1d_k_loop.cuh>
 #include <deep_gemm/epilogue/sm90_store_fp32.cuh>
@@ -36,7 +36,8 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d1d_impl(uint32_t shape_m, uint32
     const uint32_t m = shape_dim<kShapeM>(shape_m);
     const uint32_t n = shape_dim<kShapeN>(shape_n);
     const uint32_t k = shape_dim<kShapeK>(shape_k);
-    const uint32_t num_k_blocks = k / kBlockK;
+    // A K not a multiple of 128 ends in a partial block: its TMA boxes read zeros past K.
+    const uint32_t num_k_blocks = ceil_div(k, kBlockK);
 
     extern __shared__ uint8_t smem_raw[];
     const Layout smem(smem_raw);

@@ -4,7 +4,7 @@
 //   B   [N, K] e4m3, K-major            (TMA, 128B swizzle)
 //   SFB fp32 [ceil(N/128), ceil(K/128)] row-major, one scale per 128x128 block (plain loads)
 //   D   [M, N] bf16, row-major          (TMA store, swizzled staging tile)
-// K must be a multiple of 128. M and N are arbitrary (TMA zero-fills loads, clips stores);
+// Any K > 0 (a partial last K block reads zeros past K). M and N are arbitrary (TMA zero-fills loads, clips stores);
 // the D row pitch must be 16-byte aligned (N % 8 == 0 for a packed D).
 //
 // Per tile and per 128-wide K block, each math warpgroup runs four wgmmas into a fresh
@@ -227,7 +227,8 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
     const uint32_t m = shape_dim<kShapeM>(shape_m);
     const uint32_t n = shape_dim<kShapeN>(shape_n);
     const uint32_t k = shape_dim<kShapeK>(shape_k);
-    const uint32_t num_k_blocks = k / kBlockK;
+    // A K not a multiple of 128 ends in a partial block: its TMA boxes read zeros past K.
+    const uint32_t num_k_blocks = ceil_div(k, kBlockK);
     const uint32_t num_sfb_n = ceil_div(n, 128u);
 
     extern __shared__ uint8_t smem_raw[];

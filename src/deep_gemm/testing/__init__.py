@@ -6,10 +6,11 @@ without one.
 """
 
 from .bench import bench, bench_kineto, empty_suppress, suppress_stdout_stderr
-from .numeric import calc_diff, count_bytes
+from .numeric import assert_bitwise_equal, calc_diff, count_bytes
 from .utils import get_arch_major, ignore_env, require_cuda, test_filter
 
 __all__ = [
+    "assert_bitwise_equal",
     "bench",
     "bench_kineto",
     "calc_diff",
