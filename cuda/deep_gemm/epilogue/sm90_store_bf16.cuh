@@ -11,6 +11,27 @@
 
 namespace deep_gemm::epilogue {
 
+// Column maps of the bf16 epilogue: product column -> D column.
+struct IdentityColumns {
+    static constexpr bool kIdentity = true;
+    static __device__ __forceinline__ uint32_t map(uint32_t col) { return col; }
+    template <uint32_t kAtomCols>
+    static constexpr bool atoms_fit() { return true; }
+};
+
+// fp8_gemm_nt_skip_head_mid: the product has heads of kLeft + kRight columns; D has heads of
+// kLeft + kMid + kRight, and each head's kMid middle columns are skipped (left untouched).
+template <uint32_t kLeft, uint32_t kMid, uint32_t kRight>
+struct SkipHeadMid {
+    static constexpr bool kIdentity = false;
+    static __device__ __forceinline__ uint32_t map(uint32_t col) {
+        const uint32_t head = col / (kLeft + kRight), j = col % (kLeft + kRight);
+        return head * (kLeft + kMid + kRight) + j + (j >= kLeft ? kMid : 0);
+    }
+    template <uint32_t kAtomCols>
+    static constexpr bool atoms_fit() { return kLeft % kAtomCols == 0 && kRight % kAtomCols == 0; }
+};
+
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
     const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<const uint32_t*>(&v);
@@ -52,8 +73,10 @@ struct EpilogueBf16 {
     }
 
     // Slab i of `stage_wg` goes to rows row0 + slab_stride * i; only the slabs set in
-    // `slab_mask` (warpgroup-uniform) are stored.
-    template <uint32_t kSlabs>
+    // `slab_mask` (warpgroup-uniform) are stored. ColMap maps a column of the product to
+    // its column in D (identity, or SkipHeadMid); it is applied per atom, so an atom must
+    // not straddle a seam of the map.
+    template <uint32_t kSlabs, typename ColMap = IdentityColumns>
     static __device__ __forceinline__ void finish(uint8_t* stage_wg, const CUtensorMap* tmap_d, uint32_t bar_id,
                                                   uint32_t row0, uint32_t slab_stride, uint32_t n0,
                                                   uint32_t slab_mask = (1u << kSlabs) - 1) {
@@ -66,7 +89,7 @@ struct EpilogueBf16 {
 #pragma unroll
                 for (uint32_t a = 0; a < kBlockN * 2 / kSwizzle; ++a)
                     ptx::tma_store_2d(tmap_d, stage_wg + i * kSlabBytes + a * kAtomBytes,
-                                      static_cast<int32_t>(n0 + a * kSwizzle / 2),
+                                      static_cast<int32_t>(ColMap::map(n0 + a * kSwizzle / 2)),
                                       static_cast<int32_t>(row0 + i * slab_stride));
             }
             ptx::tma_store_commit();
@@ -74,15 +97,16 @@ struct EpilogueBf16 {
     }
 };
 
-template <uint32_t kBlockN, uint32_t kSlabs>
+template <uint32_t kBlockN, uint32_t kSlabs, typename ColMap = IdentityColumns>
 __device__ __forceinline__ void store_tile_bf16(const float (&result)[kSlabs][kBlockN / 2], uint8_t* stage_wg,
                                                 const CUtensorMap* tmap_d, uint32_t bar_id, uint32_t row0,
                                                 uint32_t slab_stride, uint32_t n0) {
     using Epi = EpilogueBf16<kBlockN>;
+    static_assert(ColMap::template atoms_fit<Epi::kSwizzle / 2>(), "a staging atom straddles a seam of the column map");
     Epi::begin(bar_id);
 #pragma unroll
     for (uint32_t i = 0; i < kSlabs; ++i) Epi::stage(result[i], stage_wg + i * Epi::kSlabBytes);
-    Epi::template finish<kSlabs>(stage_wg, tmap_d, bar_id, row0, slab_stride, n0);
+    Epi::template finish<kSlabs, ColMap>(stage_wg, tmap_d, bar_id, row0, slab_stride, n0);
 }
 
 // One slab's valid rows written straight from registers (bf16 pairs, columns < n; the row
@@ -102,6 +126,49 @@ __device__ __forceinline__ void store_rows_direct(const float (&result)[kBlockN 
         if (hi_ok)
             *reinterpret_cast<uint32_t*>(d + static_cast<size_t>(row_lo + 8) * ld_d + col) =
                 pack_bf16x2(result[4 * j + 2], result[4 * j + 3]);
+    }
+}
+
+// A whole tile written straight from registers as bf16 (no staging tile, no TMA), optionally
+// onto C (bf16, D's layout; may be D itself): for kernels whose shared memory holds no D
+// tile. Rows >= m and columns >= n are left alone; a pair straddling an odd n stores its one
+// column. The row pitch ld_d is even and d 4-byte aligned, so a pair is one 4-byte store.
+// All of a thread's C values are loaded before its first store, as in store_tile (fp32).
+template <uint32_t kBlockN>
+__device__ __forceinline__ void store_tile_bf16_direct(const float (&result)[kBlockN / 2], __nv_bfloat16* d,
+                                                       uint32_t ld_d, uint32_t r, uint32_t n0, uint32_t m,
+                                                       uint32_t n, uint32_t lane,
+                                                       const __nv_bfloat16* c = nullptr) {
+    float2 prev[kBlockN / 4];
+#pragma unroll
+    for (uint32_t j = 0; j < kBlockN / 8; ++j) {
+        const uint32_t col = n0 + j * 8 + (lane % 4) * 2;
+#pragma unroll
+        for (uint32_t h = 0; h < 2; ++h) {
+            const uint32_t row = r + h * 8;
+            float2 v = make_float2(0.0f, 0.0f);
+            if (c != nullptr && row < m && col < n) {
+                const __nv_bfloat16* p = c + static_cast<size_t>(row) * ld_d + col;
+                if (col + 1 < n) v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
+                else v.x = __bfloat162float(*p);
+            }
+            prev[2 * j + h] = v;
+        }
+    }
+#pragma unroll
+    for (uint32_t j = 0; j < kBlockN / 8; ++j) {
+        const uint32_t col = n0 + j * 8 + (lane % 4) * 2;
+        if (col >= n) continue;
+#pragma unroll
+        for (uint32_t h = 0; h < 2; ++h) {
+            const uint32_t row = r + h * 8;
+            if (row >= m) continue;
+            __nv_bfloat16* p = d + static_cast<size_t>(row) * ld_d + col;
+            const float lo = prev[2 * j + h].x + result[4 * j + 2 * h];
+            const float hi = prev[2 * j + h].y + result[4 * j + 2 * h + 1];
+            if (col + 1 < n) *reinterpret_cast<uint32_t*>(p) = pack_bf16x2(lo, hi);
+            else *p = __float2bfloat16_rn(lo);
+        }
     }
 }
 

@@ -4,19 +4,23 @@
 //   SFA fp32 [ceil(K/128), align(M,4)]  MN-major, one scale per row of A per 128 K (TMA)
 //   B   [N, K] e4m3, K-major            (TMA, 128B swizzle)
 //   SFB fp32 [ceil(K/128), align(N,4)]  MN-major, one scale per row of B per 128 K (TMA)
-//   C, D fp32 row-major with row pitch ld_d elements (even), written with 8-byte stores
+//   C, D fp32 row-major with row pitch ld_d elements (even), written with 8-byte stores;
+//   or D bf16 (OutT) without C, written with 4-byte stores of column pairs
 // Any K > 0 (a partial last K block reads zeros past K); M and N arbitrary.
 #pragma once
 #include <deep_gemm/common/sm90_fp8_1d1d_k_loop.cuh>
+#include <deep_gemm/epilogue/sm90_store_bf16.cuh>
 #include <deep_gemm/epilogue/sm90_store_fp32.cuh>
 
 namespace deep_gemm {
 
-// Template parameters as in sm90_fp8_gemm_1d2d_impl.
+// Template parameters as in sm90_fp8_gemm_1d2d_impl; OutT: float (D = C + A B^T) or
+// __nv_bfloat16 (D = A B^T, no C: upstream's wgrad form without accumulation).
 template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
-          uint32_t kStages, uint32_t kCluster, uint32_t kGroupN, sm90::MBoxes kMBoxes = sm90::MBoxes::kBlock>
+          uint32_t kStages, uint32_t kCluster, uint32_t kGroupN, sm90::MBoxes kMBoxes = sm90::MBoxes::kBlock,
+          typename OutT = float>
 __device__ __forceinline__ void sm90_fp8_gemm_1d1d_impl(uint32_t shape_m, uint32_t shape_n, uint32_t shape_k,
-                                                        const float* c, float* d, uint32_t ld_d,
+                                                        const float* c, OutT* d, uint32_t ld_d,
                                                         const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
                                                         const CUtensorMap* tmap_sfa, const CUtensorMap* tmap_sfb,
                                                         const CUtensorMap* tmap_a_tail = nullptr,
@@ -68,7 +72,10 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d1d_impl(uint32_t shape_m, uint32
             const uint32_t m0 = tile.m_block * kBlockM, n0 = tile.n_block * kBlockN;
             sm90_1d1d::accumulate_tile<kBlockN, kStages, kCluster>(result, acc, smem, descs, pipe, num_k_blocks,
                                                                    row_lo, wg * 4 + warp, lane, tile.peer_alive);
-            epilogue::store_tile<kBlockN>(result, d, c, ld_d, m0 + row_lo, n0, m, n, lane);
+            if constexpr (sizeof(OutT) == sizeof(float))
+                epilogue::store_tile<kBlockN>(result, d, c, ld_d, m0 + row_lo, n0, m, n, lane);
+            else
+                epilogue::store_tile_bf16_direct<kBlockN>(result, d, ld_d, m0 + row_lo, n0, m, n, lane);
         }
     }
     if constexpr (kCluster > 1) ptx::cluster_sync();

@@ -163,7 +163,7 @@ struct SfaRowsGlobal {
 template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
           uint32_t kStages, uint32_t kCluster, uint32_t kGroupN, bool kOverlapMma = false,
           GemmType kGemmType = GemmType::kNormal, bool kSfaFromGlobal = false, bool kDynamicTiles = false,
-          sm90::MBoxes kMBoxes = sm90::MBoxes::kBlock>
+          sm90::MBoxes kMBoxes = sm90::MBoxes::kBlock, typename ColMap = epilogue::IdentityColumns>
 __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32_t shape_n, uint32_t shape_k,
                                                         const float* __restrict__ sfb,
                                                         const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
@@ -188,6 +188,8 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                   "scales from global memory: dense, one slab per warpgroup");
     static_assert(kMBoxes == MBoxes::kBlock || (kGemmType == GemmType::kNormal && kCluster == 1),
                   "boxes of the rows that exist: dense, cluster 1");
+    static_assert(kGemmType == GemmType::kNormal || ColMap::kIdentity,
+                  "column maps (skip-head-mid): dense only");
     // m-grouped: the producer hands its tiles to the math warpgroups (tile slots), so the
     // schedule's layout reads and group walk stay off their path between two tiles. Dense
     // GEMMs measured slower that way (H200, 2026-11-30): their walk is a few integer
@@ -514,8 +516,8 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
             const uint32_t bar_id = 1 + wg;  // named barrier per math warpgroup (0 = __syncthreads)
             if constexpr (kGemmType == GemmType::kNormal) {
                 // Rows >= M (also of slabs not computed, left at zero) are clipped by the TMA.
-                epilogue::store_tile_bf16<kBlockN, kSlabs>(result, stage_wg, tmap_d, bar_id, m0 + wg * 64,
-                                                            kSlabStride, n0);
+                epilogue::store_tile_bf16<kBlockN, kSlabs, ColMap>(result, stage_wg, tmap_d, bar_id, m0 + wg * 64,
+                                                                    kSlabStride, n0);
             } else {
                 epilogue::store_tile_bf16_rows<kBlockN, kSlabs>(result, stage_wg, tmap_d, bar_id, m0 + wg * 64,
                                                                  kSlabStride, n0, lo_ok, hi_ok, d, ld_d, n);

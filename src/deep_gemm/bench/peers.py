@@ -31,6 +31,13 @@ def cublaslt_peer(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, t
         return Peer(reason=reason)
     (a_fp8, sfa), (b_fp8, sfb) = a, b
     sfa_col_major = sfa.t().contiguous().t()
+    kb = sfb.shape[1]
+    if kb % 4:
+        # torch's blockwise scaled_mm wants B's 128x128 scales with the K-block count padded
+        # to a multiple of 4 (K not a multiple of 512); the padding blocks are never read.
+        padded = torch.zeros(sfb.shape[0], (kb + 3) // 4 * 4, dtype=sfb.dtype, device=sfb.device)
+        padded[:, :kb] = sfb
+        sfb = padded
     sfb_t = sfb.t()
     b_t = b_fp8.t()
 

@@ -27,8 +27,8 @@ FP8_SHAPES = (
 )
 
 
-def fp8_case(dg: Any, m: int, n: int, k: int) -> Case:
-    case = Case(meta=row_meta(NAME, "fp8_gemm_nt", m, n, k), flops=gemm_flops(m, n, k), max_diff=MAX_DIFF)
+def fp8_case(dg: Any, m: int, n: int, k: int, suite: str = NAME) -> Case:
+    case = Case(meta=row_meta(suite, "fp8_gemm_nt", m, n, k), flops=gemm_flops(m, n, k), max_diff=MAX_DIFF)
     a, b = randn(m, k), randn(n, k)
     case.reference = a.float() @ b.float().t()
     a_q = per_token_cast_to_fp8(a, use_ue8m0=False)

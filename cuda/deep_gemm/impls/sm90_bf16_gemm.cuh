@@ -1,0 +1,230 @@
+// SM90 BF16 GEMM: D[M,N] = C + A @ B^T with FP32 accumulation in the wgmma accumulators.
+//   A   [M, K] bf16, K-major or MN-major (kMnMajorA: stored [K][M], M contiguous)
+//   B   [N, K] bf16, K-major or MN-major (kMnMajorB: stored [K][N], N contiguous)
+//   D   [M, N] bf16 (TMA store through a swizzled staging tile) or fp32 (direct stores);
+//   C   null, or of D's dtype and layout (may be D itself: accumulate in place).
+// wgmma reads either majorness from shared memory (its transpose bits), so every layout
+// loads straight from global memory with the TMA: no transpose pass. Any K > 0 for dense
+// GEMMs (the last K block's boxes read zeros past K); the m-grouped forms need K % 64 == 0
+// (an MN-major B's K rows of one group are followed by the next group's).
+//
+// One pipeline stage holds 64 K of A and B: one 128-byte swizzle row of bf16. K-major
+// tiles are [rows][64 K] (128-byte rows); MN-major tiles are [rows / 64 chunks][64 K][64 MN]
+// (a chunk per 64-column TMA box), which the wgmma descriptor walks with LBO = chunk bytes.
+// Block: the producer warpgroup (one thread issues the TMA loads) after kBlockM / 64 math
+// warpgroups, each computing a 64-row slab of the tile. The math warpgroups walk the same
+// tile sequence as the producer. m-grouped forms (MoE) use the FP8 kernels' scheduler.
+#pragma once
+#include <cuda_bf16.h>
+#include <deep_gemm/common/sm90_pipeline.cuh>
+#include <deep_gemm/epilogue/sm90_store_bf16.cuh>
+#include <deep_gemm/epilogue/sm90_store_fp32.cuh>
+#include <deep_gemm/mma/wgmma_bf16.cuh>
+#include <deep_gemm/ptx/wgmma.cuh>
+
+namespace deep_gemm {
+
+namespace sm90_bf16 {
+
+constexpr uint32_t kBlockK = 64;  // bf16 elements per stage: one 128-byte row
+constexpr uint32_t kWgmmaK = 16;  // K of one bf16 wgmma
+constexpr uint32_t kChunkBytes = kBlockK * 128;  // an MN-major chunk: 64 K rows of 64 columns
+
+// Dynamic shared memory from a 1024-byte aligned base:
+//   [D staging tile (bf16 D)] [A x STAGES] [B x STAGES] [full, empty barriers]
+// The host mirrors this in its shared-memory count (kDynamicBytes).
+template <uint32_t kBlockM, uint32_t kBlockN, uint32_t kStages, uint32_t kDStageBytes>
+struct SmemLayout {
+    static constexpr uint32_t kDBytes = align_up(kDStageBytes, 1024u);
+    static constexpr uint32_t kABytes = kBlockM * kBlockK * 2;
+    static constexpr uint32_t kBBytes = kBlockN * kBlockK * 2;
+    static constexpr uint32_t kAOff = kDBytes;
+    static constexpr uint32_t kBOff = kAOff + kStages * kABytes;
+    static constexpr uint32_t kBarOff = kBOff + kStages * kBBytes;
+    static constexpr uint32_t kTotalBytes = kBarOff + 2 * kStages * 8;
+    static constexpr uint32_t kDynamicBytes = kTotalBytes + 1024;  // room to align the base
+    static constexpr uint32_t kStageTxBytes = kABytes + kBBytes;
+    static_assert(kABytes % 1024 == 0 && kBBytes % 1024 == 0, "tiles must keep 1024-byte alignment");
+    static_assert(kDynamicBytes <= 232448, "shared memory over the 227 KB per-block limit");
+
+    uint8_t* base;
+    __device__ __forceinline__ explicit SmemLayout(uint8_t* raw)
+        : base(raw + ((1024u - (ptx::smem_addr(raw) & 1023u)) & 1023u)) {}
+    __device__ __forceinline__ uint8_t* d() const { return base; }
+    __device__ __forceinline__ uint8_t* a(uint32_t s) const { return base + kAOff + s * kABytes; }
+    __device__ __forceinline__ uint8_t* b(uint32_t s) const { return base + kBOff + s * kBBytes; }
+    __device__ __forceinline__ uint64_t* full(uint32_t s) const {
+        return reinterpret_cast<uint64_t*>(base + kBarOff) + s;
+    }
+    __device__ __forceinline__ uint64_t* empty(uint32_t s) const {
+        return reinterpret_cast<uint64_t*>(base + kBarOff) + kStages + s;
+    }
+};
+
+// wgmma descriptor of an MN-major 128B-swizzled tile: 8-K-row groups 1024 bytes apart
+// (SBO), 64-column chunks kChunkBytes apart (LBO).
+__device__ __forceinline__ uint64_t make_desc_mn_major(const void* tile) {
+    uint64_t desc = ptx::make_smem_desc_sw128(tile);
+    desc |= static_cast<uint64_t>(kChunkBytes >> 4) << 16;
+    return desc;
+}
+
+// Descriptor of an operand tile, and the start-address step of one wgmma K (16 elements):
+// 32 bytes along a K-major row, or 16 rows of 128 bytes in an MN-major chunk.
+template <bool kMnMajor>
+__device__ __forceinline__ uint64_t make_desc(const void* tile) {
+    if constexpr (kMnMajor) return make_desc_mn_major(tile);
+    else return ptx::make_smem_desc_sw128(tile);
+}
+template <bool kMnMajor>
+constexpr uint32_t kKStepBytes = kMnMajor ? kWgmmaK * 128 : kWgmmaK * 2;
+
+// The TMA loads of one operand tile (rows [row0, row0 + kRows) of the operand, K from k0):
+// K-major: one box of 64 K x kRows; MN-major: kRows / 64 boxes of 64 columns x 64 K rows.
+// `k_row0` offsets the K coordinate of an MN-major operand (m-grouped B: group * K).
+template <bool kMnMajor, uint32_t kRows>
+__device__ __forceinline__ void load_tile(uint8_t* dst, const CUtensorMap* map, uint64_t* full, int32_t k0,
+                                          int32_t row0, int32_t k_row0) {
+    if constexpr (kMnMajor) {
+        static_assert(kRows % 64 == 0, "MN-major tiles are whole 64-column chunks");
+#pragma unroll
+        for (uint32_t c = 0; c < kRows / 64; ++c)
+            ptx::tma_load_2d(dst + c * kChunkBytes, map, full, row0 + static_cast<int32_t>(c * 64), k_row0 + k0);
+    } else {
+        ptx::tma_load_2d(dst, map, full, k0, row0);
+    }
+}
+
+}  // namespace sm90_bf16
+
+// kShapeM/N/K: compiled dimensions (0 = runtime argument). OutT: __nv_bfloat16 or float.
+// kWithC: C is read (D = C + A B^T; c may equal d). kGemmType: dense or an m-grouped form
+// (grouped_layout, num_groups, align_m as for the FP8 kernels; A K-major [M_sum, K] or
+// [G * max_m, K], B [G, N, K] K-major or [G, K, N] MN-major).
+template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
+          uint32_t kStages, uint32_t kGroupN, bool kMnMajorA, bool kMnMajorB, typename OutT, bool kWithC,
+          GemmType kGemmType = GemmType::kNormal>
+__device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t shape_n, uint32_t shape_k,
+                                                    const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
+                                                    const CUtensorMap* tmap_d, OutT* d, const OutT* c,
+                                                    uint32_t ld_d, const int* grouped_layout = nullptr,
+                                                    uint32_t num_groups = 1, uint32_t align_m = 1) {
+    using namespace sm90;
+    using namespace sm90_bf16;
+    constexpr bool kBf16Out = sizeof(OutT) == 2;
+    constexpr uint32_t kNumMathWG = kBlockM / 64;
+    constexpr uint32_t kNumMathThreads = kNumMathWG * 128;
+    static_assert(kBlockM == 64 || kBlockM == 128, "BLOCK_M is 64 or 128");
+    static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "BLOCK_N: multiple of 16 in [16, 256]");
+    static_assert(!kMnMajorA || kGemmType == GemmType::kNormal, "m-grouped A is K-major");
+    static_assert(kGemmType == GemmType::kNormal || (kBf16Out && !kWithC), "m-grouped: bf16 D, no C");
+    static_assert(register_budgets_fit(kNumMathThreads, kProducerRegs, kMathRegs), "setmaxnreg budgets over the entry allocation");
+    // A bf16 D without C goes through the staging tile and the TMA; otherwise direct stores.
+    constexpr bool kStagedD = kBf16Out && !kWithC;
+    using Layout = SmemLayout<kBlockM, kBlockN, kStages, kStagedD ? kBlockM * kBlockN * 2 : 0>;
+    static_assert(launch_smem_fits<Layout>(), "the launch allocates less shared memory than this layout");
+    using Scheduler = TileScheduler<kGemmType, kBlockM, kBlockN, kGroupN, 1>;
+    using Mma = ptx::WgmmaBF16<kBlockN, kMnMajorA, kMnMajorB>;
+
+    const uint32_t m = shape_dim<kShapeM>(shape_m);
+    const uint32_t n = shape_dim<kShapeN>(shape_n);
+    const uint32_t k = shape_dim<kShapeK>(shape_k);
+    const uint32_t num_k_blocks = ceil_div(k, kBlockK);
+
+    extern __shared__ uint8_t smem_raw[];
+    const Layout smem(smem_raw);
+    gemm_kernel_setup<Layout, kStages, kNumMathWG * 4, 1>(smem, kNumMathThreads, tmap_a, tmap_b,
+                                                          kStagedD ? tmap_d : nullptr);
+
+    if (threadIdx.x >= kNumMathThreads) {
+        // ---- producer warpgroup: one thread keeps the ring full ----
+        ptx::setmaxnreg_dec<kProducerRegs>();
+        if (threadIdx.x == kNumMathThreads) {
+            Scheduler sched(m, n, grouped_layout, num_groups, align_m);
+            PipeState<kStages> pipe;
+            TileInfo tile{};
+            while (sched.next(tile)) {
+                const int32_t m0 = static_cast<int32_t>(sched.a_row(tile));
+                const int32_t n0 = static_cast<int32_t>(tile.n_block * kBlockN);
+                // m-grouped B: K-major rows group * N + n0; MN-major K rows group * K + k0.
+                const int32_t b_row = static_cast<int32_t>(kMnMajorB ? n0 : sched.b_row(tile, n0));
+                const int32_t b_k_row0 = static_cast<int32_t>(kMnMajorB ? sched.group(tile) * k : 0);
+                for (uint32_t kb = 0; kb < num_k_blocks; ++kb, pipe.advance()) {
+                    const uint32_t s = pipe.stage;
+                    ptx::mbar_wait_watchdog(smem.empty(s), pipe.phase ^ 1u);
+                    uint64_t* full = smem.full(s);
+                    ptx::mbar_arrive_expect_tx(full, Layout::kStageTxBytes);
+                    const int32_t k0 = static_cast<int32_t>(kb * kBlockK);
+                    load_tile<kMnMajorA, kBlockM>(smem.a(s), tmap_a, full, k0, m0, 0);
+                    load_tile<kMnMajorB, kBlockN>(smem.b(s), tmap_b, full, k0, b_row, b_k_row0);
+                }
+            }
+        }
+        __syncwarp();
+    } else {
+        // ---- math warpgroups ----
+        ptx::setmaxnreg_inc<kMathRegs>();
+        const MathThread me = math_thread();
+        const uint32_t wg = me.wg, lane = me.lane, row_lo = me.row_lo;
+        // This warpgroup's 64-row slab of A: rows wg * 64 (K-major), or chunk wg (MN-major).
+        const uint64_t desc_a0 = make_desc<kMnMajorA>(smem.a(0) + wg * (kMnMajorA ? kChunkBytes : 64 * 128));
+        const uint64_t desc_b0 = make_desc<kMnMajorB>(smem.b(0));
+        Scheduler sched(m, n, grouped_layout, num_groups, align_m);
+        PipeState<kStages> pipe;
+        TileInfo tile;
+        float acc[kBlockN / 2];
+#pragma unroll
+        for (uint32_t i = 0; i < kBlockN / 2; ++i) acc[i] = 0.0f;
+        while (sched.next(tile)) {
+            const uint32_t m0 = sched.a_row(tile), n0 = tile.n_block * kBlockN;
+            // The whole K loop accumulates in `acc`: each K block's wgmmas are issued as one
+            // group; the previous block's stage is handed back once that group is done.
+            uint32_t prev_stage = 0;
+            for (uint32_t kb = 0; kb < num_k_blocks; ++kb, pipe.advance()) {
+                const uint32_t s = pipe.stage;
+                ptx::mbar_wait_uniform(smem.full(s), pipe.phase);
+                const uint64_t da = ptx::desc_advance(desc_a0, s * Layout::kABytes);
+                const uint64_t db = ptx::desc_advance(desc_b0, s * Layout::kBBytes);
+                ptx::fence_operands(acc);
+                ptx::wgmma_fence();
+#pragma unroll
+                for (uint32_t kk = 0; kk < kBlockK / kWgmmaK; ++kk)
+                    Mma::mma(ptx::desc_advance(da, kk * kKStepBytes<kMnMajorA>),
+                             ptx::desc_advance(db, kk * kKStepBytes<kMnMajorB>), acc, kb > 0 || kk > 0);
+                ptx::wgmma_commit();
+                if (kb > 0) {
+                    ptx::wgmma_wait<1>();
+                    release_stage<1>(smem.empty(prev_stage), lane, true);
+                }
+                prev_stage = s;
+            }
+            ptx::wgmma_wait<0>();
+            ptx::fence_operands(acc);
+            release_stage<1>(smem.empty(prev_stage), lane, true);
+
+            const uint32_t row = m0 + row_lo;
+            const uint32_t bar_id = 1 + wg;  // named barrier per math warpgroup (0 = __syncthreads)
+            if constexpr (kStagedD) {
+                uint8_t* stage_wg = smem.d() + wg * 64 * kBlockN * 2;
+                const float(&slab)[1][kBlockN / 2] = reinterpret_cast<const float(&)[1][kBlockN / 2]>(acc);
+                if constexpr (kGemmType == GemmType::kNormal) {
+                    epilogue::store_tile_bf16<kBlockN, 1>(slab, stage_wg, tmap_d, bar_id, m0 + wg * 64, 64, n0);
+                } else {
+                    const bool lo_ok[1] = {sched.row_valid(tile, row)};
+                    const bool hi_ok[1] = {sched.row_valid(tile, row + 8)};
+                    epilogue::store_tile_bf16_rows<kBlockN, 1>(slab, stage_wg, tmap_d, bar_id, m0 + wg * 64, 64, n0,
+                                                               lo_ok, hi_ok, d, ld_d, n);
+                }
+            } else if constexpr (kBf16Out) {
+                epilogue::store_tile_bf16_direct<kBlockN>(acc, d, ld_d, row, n0, m, n, lane, c);
+            } else {
+                epilogue::store_tile<kBlockN>(acc, d, kWithC ? c : nullptr, ld_d, row, n0, m, n, lane);
+            }
+        }
+        if constexpr (kStagedD) {
+            if (threadIdx.x % 128 == 0) ptx::tma_store_wait<0>();
+        }
+    }
+}
+
+}  // namespace deep_gemm
