@@ -1,6 +1,7 @@
-"""The SM90 FP8 configuration choice (cpp/deep_gemm/heuristics/sm90_fp8_gemm.hpp, pure C++17),
-compiled as host C++ and checked on the CPU: the persistent grid of the dense GEMMs is the
-fewest CTAs that keep the number of tile waves (every CTA runs the same number of tiles,
+"""The SM90 FP8 configuration choice (cpp/deep_gemm/heuristics/sm90_fp8_gemm.hpp) and what a
+chosen configuration compiles and loads (cpp/deep_gemm/launch/sm90_fp8_source.hpp), both pure
+C++17, compiled as host C++ and checked on the CPU: the persistent grid of the dense GEMMs is
+the fewest CTAs that keep the number of tile waves (every CTA runs the same number of tiles,
 give or take one), the contiguous grouped layout keeps every SM, masked launches every SM."""
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-HEURISTICS = REPO / "cpp" / "deep_gemm" / "heuristics" / "sm90_fp8_gemm.hpp"
+CPP = REPO / "cpp"
+HEURISTICS = CPP / "deep_gemm" / "heuristics" / "sm90_fp8_gemm.hpp"
 CXX = shutil.which("g++") or shutil.which("c++")
 
 DENSE = [(m, n, k) for m in (1, 128, 129, 4096, 4097) for n, k in ((2112, 7168), (24576, 1536), (7168, 16384),
@@ -22,7 +24,8 @@ SMS = (132, 114, 78, 8)
 
 DRIVER = r"""
 #include <cstdio>
-#include "sm90_fp8_gemm.hpp"
+#include <string>
+#include "deep_gemm/heuristics/sm90_fp8_gemm.hpp"
 using namespace deep_gemm::heuristics;
 int main() {
   int m, n, k, sms, fp32;
@@ -40,12 +43,12 @@ int main() {
 
 
 def _run_driver(tmp: Path, name: str, source: str, stdin: str | None = None) -> str:
-    """Compiles a C++ driver of the heuristics header and returns what it prints."""
+    """Compiles a C++ driver of the heuristics (and launch-source) headers and returns what it prints."""
     if CXX is None or not HEURISTICS.exists():
         pytest.skip("needs a host C++ compiler and the source tree")
     (tmp / f"{name}.cpp").write_text(source)
     exe = tmp / name
-    build = subprocess.run([CXX, "-std=c++17", "-O1", f"-I{HEURISTICS.parent}", str(tmp / f"{name}.cpp"), "-o", str(exe)],
+    build = subprocess.run([CXX, "-std=c++17", "-O1", f"-I{CPP}", str(tmp / f"{name}.cpp"), "-o", str(exe)],
                            capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr[-3000:]
     out = subprocess.run([str(exe)], input=stdin, capture_output=True, text=True, timeout=120)
@@ -100,8 +103,9 @@ def test_grouped_grids_are_not_balanced(configs):
 SFA_DRIVER = r"""
 #include <cstdio>
 #include <utility>
-#include "sm90_fp8_gemm.hpp"
+#include "deep_gemm/launch/sm90_fp8_source.hpp"
 using namespace deep_gemm::heuristics;
+using namespace deep_gemm::launch;
 int main() {
   const std::pair<int, int> nks[] = {{2112, 7168}, {24576, 1536}, {256, 512}, {7168, 16384}};
   for (int fp32 : {0, 1})
@@ -112,7 +116,8 @@ int main() {
         Sm90Fp8GemmConfig pair = c;
         pair.cluster = 2;
         c.sfa_from_global = fits;
-        const bool takes_pointer = sm90_fp8_gemm_source(c, 0, n, k).find("const float* sfa,") != std::string::npos;
+        const bool takes_pointer =
+            sm90_fp8_kernel_source(sm90_fp8_gemm_kernel(c, 0, n, k)).find("const float* sfa,") != std::string::npos;
         std::printf("%d %d %d %d %d %d %zu %d %d %d\n", fp32, m, n, k, int(c.mma_overlap), int(fits),
                     sm90_fp8_gemm_tensor_maps(c, m, n, k, k, k, n).size(), int(takes_pointer),
                     int(sm90_fp8_sfa_from_global_fits(pair, m)), c.block_m);
@@ -140,8 +145,9 @@ def test_per_token_scales_are_read_as_given_only_by_small_m_bf16_kernels(tmp_pat
 
 BOX_DRIVER = r"""
 #include <cstdio>
-#include "sm90_fp8_gemm.hpp"
+#include "deep_gemm/launch/sm90_fp8_source.hpp"
 using namespace deep_gemm::heuristics;
+using namespace deep_gemm::launch;
 int main() {
   for (int fp32 : {0, 1})
     for (int m : {1, 7, 8, 9, 63, 64, 65, 100, 127, 128, 129, 200, 255, 256, 257, 4096, 4097})
@@ -149,7 +155,8 @@ int main() {
         for (const auto& c : rank_sm90_fp8_gemm_configs(m, 4096, 7168, 132, fp32 != 0, kSm90MaxSmemBytes, true)) {
           if (c.cluster != cluster) continue;
           const auto maps = sm90_fp8_gemm_tensor_maps(c, m, 4096, 7168, 7168, 7168, 4096);
-          const std::string name = sm90_fp8_gemm_name(c, 0, 4096, 7168), src = sm90_fp8_gemm_source(c, 0, 4096, 7168);
+          const auto kernel = sm90_fp8_gemm_kernel(c, 0, 4096, 7168);
+          const std::string name = sm90_fp8_kernel_name(kernel), src = sm90_fp8_kernel_source(kernel);
           const bool takes_maps = src.find("CUtensorMap tmap_a_tail, const __grid_constant__ CUtensorMap tmap_sfa_tail") !=
                                   std::string::npos;
           std::printf("%d %d %d %d %zu %u %u %u %u %d %d %d %d %d\n", fp32, m, cluster, c.block_m, maps.size(),

@@ -1,6 +1,6 @@
-"""The host's shared-memory count (heuristics: sm90_fp8_smem_bytes, what a launch asks
-for) against the kernels' layout (Fp8SmemLayout::kDynamicBytes), over every tile and
-pipeline depth that fits: compiled with nvcc as static_asserts (CPU only)."""
+"""The host's shared-memory count (heuristics/sm90_fp8_gemm.hpp: sm90_fp8_smem_bytes, what a
+launch asks for) against the kernels' layout (Fp8SmemLayout::kDynamicBytes), over every tile
+and pipeline depth that fits: compiled with nvcc as static_asserts (CPU only)."""
 
 import os
 import shutil

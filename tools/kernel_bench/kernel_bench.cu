@@ -31,9 +31,10 @@
 #include <string>
 #include <vector>
 
-#include "../../cpp/deep_gemm/heuristics/sm90_fp8_gemm.hpp"
+#include "../../cpp/deep_gemm/launch/sm90_fp8_source.hpp"
 
 using namespace deep_gemm::heuristics;
+using namespace deep_gemm::launch;
 
 #define CHECK_CUDA(x)                                                                          \
     do {                                                                                       \
@@ -101,7 +102,8 @@ struct Case {
 
 static int g_num_sms = 132;
 
-static std::string kernel_name(const Case& c) { return sm90_fp8_gemm_name(c.cfg, c.cm, c.cn, c.ck); }
+static Sm90Fp8KernelSpec kernel_spec(const Case& c) { return sm90_fp8_gemm_kernel(c.cfg, c.cm, c.cn, c.ck); }
+static std::string kernel_name(const Case& c) { return sm90_fp8_kernel_name(kernel_spec(c)); }
 
 static Case make_case(const std::string& suite, bool fp32, int m, int n, int k, int ld_pad, bool alias,
                       const char* note = "", int force_bm = 0, int force_bn = 0, int force_cl = 0,
@@ -299,7 +301,7 @@ __global__ void compare(const uint8_t* buf, size_t guard, int elem, const float*
 
 // ------------------------------------------------------------------------------------------
 // Launch, exactly as the launcher does
-static CUtensorMap encode_map(const Sm90Fp8TensorMapSpec& s, void* base) {
+static CUtensorMap encode_map(const Sm90TensorMapSpec& s, void* base) {
     CUtensorMap map;
     const CUtensorMapDataType dt = s.dtype == Sm90TmaDtype::kU8    ? CU_TENSOR_MAP_DATA_TYPE_UINT8
                                    : s.dtype == Sm90TmaDtype::kF32 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
@@ -541,7 +543,7 @@ int main(int argc, char** argv) {
             const std::string name = kernel_name(c);
             if (seen[name]) continue;
             seen[name] = true;
-            std::ofstream(dir + "/" + name + ".cu") << sm90_fp8_gemm_source(c.cfg, c.cm, c.cn, c.ck);
+            std::ofstream(dir + "/" + name + ".cu") << sm90_fp8_kernel_source(kernel_spec(c));
             list << name << "\n";
         }
         printf("%zu cases, %zu kernels\n", cases.size(), seen.size());

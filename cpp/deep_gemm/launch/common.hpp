@@ -1,6 +1,7 @@
 // What every kernel family's launcher shares: the kernel cache (key -> configuration and
 // loaded kernel, the slow path that plans, compiles or loads, and the SM90 check), tensor-map
-// encoding from the heuristics' specs, the persistent-grid launch configuration, and the
+// encoding from the specs of launch/sm90_source.hpp, the persistent-grid launch
+// configuration (of any family's config, a heuristics::Sm90GemmConfig), and the
 // parsing of the tuning knobs. A family's launcher is then its key, its plan (configuration
 // and JIT source, also what warmup builds without a GPU) and its argument packing.
 #pragma once
@@ -19,9 +20,10 @@
 #include <unordered_map>
 #include <utility>
 
-#include "../heuristics/sm90_fp8_gemm.hpp"
+#include "../heuristics/sm90_common.hpp"
 #include "../runtime/device_runtime.hpp"
 #include "../runtime/jit.hpp"
+#include "sm90_source.hpp"
 
 namespace deep_gemm::launch {
 
@@ -82,11 +84,11 @@ inline bool env_bool_knob(const char* name, bool unset) {
   return env_int_knob(name, [](int x) { return x == 0 || x == 1; }, "0 or 1") == 1;
 }
 
-inline CUtensorMapDataType tma_dtype(h::Sm90TmaDtype t) {
+inline CUtensorMapDataType tma_dtype(Sm90TmaDtype t) {
   switch (t) {
-    case h::Sm90TmaDtype::kU8: return CU_TENSOR_MAP_DATA_TYPE_UINT8;
-    case h::Sm90TmaDtype::kF32: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-    case h::Sm90TmaDtype::kBF16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    case Sm90TmaDtype::kU8: return CU_TENSOR_MAP_DATA_TYPE_UINT8;
+    case Sm90TmaDtype::kF32: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    case Sm90TmaDtype::kBF16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
   }
   return CU_TENSOR_MAP_DATA_TYPE_UINT8;
 }
@@ -103,15 +105,14 @@ inline CUtensorMapSwizzle tma_swizzle(int bytes) {
 }  // namespace detail
 
 // One tensor map of a launch, from its spec and the operand's device pointer.
-inline CUtensorMap encode_tensor_map(const h::Sm90Fp8TensorMapSpec& s, const void* base) {
+inline CUtensorMap encode_tensor_map(const Sm90TensorMapSpec& s, const void* base) {
   return deep_jit::make_tensor_map_2d(base, detail::tma_dtype(s.dtype), s.inner_elems, s.outer_elems,
                                       s.outer_stride_bytes, s.box_inner, s.box_outer, detail::tma_swizzle(s.swizzle_bytes));
 }
 
 // The launch of a persistent kernel of configuration `cfg` (grid, block, shared memory,
 // cluster) on torch's current stream; `pdl`: programmatic dependent launch.
-template <class Config>
-deep_jit::LaunchConfig persistent_launch(const Config& cfg, bool pdl) {
+inline deep_jit::LaunchConfig persistent_launch(const h::Sm90GemmConfig& cfg, bool pdl) {
   deep_jit::LaunchConfig lc;
   lc.grid[0] = static_cast<unsigned>(cfg.grid_x);
   lc.block[0] = static_cast<unsigned>(cfg.num_threads);

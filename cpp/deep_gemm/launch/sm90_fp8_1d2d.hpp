@@ -3,7 +3,9 @@
 // diagnostics build).
 #pragma once
 
+#include "../heuristics/sm90_fp8_gemm.hpp"
 #include "common.hpp"
+#include "sm90_fp8_source.hpp"
 
 namespace deep_gemm::launch::detail {
 
@@ -48,7 +50,7 @@ inline bool block_m_allowed(const h::Sm90Fp8GemmConfig& c) {
   return forced_block_m() == 0 || c.kind == h::Sm90Fp8Kind::k1D1D || c.block_m == forced_block_m();
 }
 
-// DG_DEV_TRACE_TILES_PTR: the stamp buffer of a tile trace (h::trace_tiles()), read per launch
+// DG_DEV_TRACE_TILES_PTR: the stamp buffer of a tile trace (trace_tiles_enabled()), read per launch
 // while tracing; a trace without it fails loudly rather than writing through null.
 inline unsigned long long* trace_tiles_buffer() {
   const char* v = std::getenv("DG_DEV_TRACE_TILES_PTR");
@@ -63,7 +65,7 @@ inline unsigned long long* trace_tiles_buffer() {
 // kernels were built for a tile trace (their entry then takes it last).
 template <typename... Args>
 void launch_1d2d(const deep_jit::Kernel& kernel, const deep_jit::LaunchConfig& lc, const Args&... args) {
-  if (h::trace_tiles())
+  if (trace_tiles_enabled())
     deep_jit::launch(kernel, lc, args..., trace_tiles_buffer());
   else
     deep_jit::launch(kernel, lc, args...);

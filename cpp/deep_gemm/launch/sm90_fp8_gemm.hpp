@@ -1,12 +1,12 @@
 // Launcher of the SM90 FP8 GEMM kernels (1D2D and 1D1D): its key, its plan (the
-// heuristics' configuration and the JIT source) and its argument packing, on the shared
-// framework of launch/common.hpp. A repeated call is a hash-map lookup plus tensor-map
-// encoding: no source generation, hashing or file access on the hot path.
+// heuristics' configuration and its kernel, launch/sm90_fp8_source.hpp) and its argument
+// packing, on the shared framework of launch/common.hpp. A repeated call is a hash-map
+// lookup plus tensor-map encoding: no source generation, hashing or file access on the hot
+// path.
 #pragma once
 
 #include <string_view>
 
-#include "common.hpp"
 #include "sm90_fp8_1d2d.hpp"
 
 namespace deep_gemm::launch {
@@ -85,7 +85,7 @@ inline h::Sm90Fp8GemmConfig choose_config(const ConfigKey& key, int max_smem) {
 }
 
 // Calls f with the first `count` tensor maps as separate arguments (3 to 6: a launch passes
-// each by value; see h::sm90_fp8_gemm_tensor_maps for which a config has).
+// each by value; see sm90_fp8_gemm_tensor_maps for which a config has).
 template <typename F>
 void with_maps(const CUtensorMap* ms, size_t count, F&& f) {
   switch (count) {
@@ -113,9 +113,9 @@ inline const void* operand_base(const Sm90Fp8Problem& p, const char* name) {
 // deep_gemm.warmup` (which needs no GPU).
 inline Plan<h::Sm90Fp8GemmConfig> plan_sm90_fp8_gemm(const detail::ConfigKey& key, int max_smem) {
   const auto cfg = detail::choose_config(key, max_smem);
-  const std::string name = h::sm90_fp8_gemm_name(cfg, key.compiled_m, key.compiled_n, key.compiled_k);
-  return {cfg, JitContext::get().source(name, h::sm90_fp8_gemm_source(cfg, key.compiled_m, key.compiled_n, key.compiled_k),
-                                        name)};
+  const auto kernel = sm90_fp8_gemm_kernel(cfg, key.compiled_m, key.compiled_n, key.compiled_k);
+  const std::string name = sm90_fp8_kernel_name(kernel);
+  return {cfg, JitContext::get().source(name, sm90_fp8_kernel_source(kernel), name)};
 }
 
 class Sm90Fp8GemmLauncher {
@@ -149,7 +149,7 @@ class Sm90Fp8GemmLauncher {
   void run(const Sm90Fp8Problem& p) { launch(prepare(p), p); }
 
   static void launch(const Entry& e, const Sm90Fp8Problem& p) {
-    const auto specs = h::sm90_fp8_gemm_tensor_maps(e.cfg, p.m, p.n, p.k, p.lda_bytes, p.ldb_bytes, p.ld_d);
+    const auto specs = sm90_fp8_gemm_tensor_maps(e.cfg, p.m, p.n, p.k, p.lda_bytes, p.ldb_bytes, p.ld_d);
     CUtensorMap maps[6];
     for (size_t i = 0; i < specs.size(); ++i) maps[i] = encode_tensor_map(specs[i], detail::operand_base(p, specs[i].operand));
     const auto lc = persistent_launch(e.cfg, DeviceRuntime::get().pdl() || p.after_own_kernel);

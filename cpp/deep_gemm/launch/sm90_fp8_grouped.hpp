@@ -72,9 +72,9 @@ inline h::Sm90Fp8GemmConfig choose_grouped_config(const GroupedKey& key, int max
 // The plan for a grouped problem (used by the launcher and by warmup, no GPU).
 inline Plan<h::Sm90Fp8GemmConfig> plan_sm90_fp8_grouped(const detail::GroupedKey& key, int max_smem) {
   const auto cfg = detail::choose_grouped_config(key, max_smem);
-  const std::string name = h::sm90_fp8_grouped_name(cfg, key.compiled_m, key.compiled_n, key.compiled_k);
-  return {cfg, JitContext::get().source(name, h::sm90_fp8_grouped_source(cfg, key.compiled_m, key.compiled_n, key.compiled_k),
-                                        name)};
+  const auto kernel = sm90_fp8_grouped_kernel(cfg, key.compiled_m, key.compiled_n, key.compiled_k);
+  const std::string name = sm90_fp8_kernel_name(kernel);
+  return {cfg, JitContext::get().source(name, sm90_fp8_kernel_source(kernel), name)};
 }
 
 class Sm90Fp8GroupedLauncher {
@@ -91,7 +91,7 @@ class Sm90Fp8GroupedLauncher {
                                  p.k,          p.compiled_m,   p.compiled_n,        p.compiled_k,
                                  rt.num_sms(p.device), mult_m, mult_n, p.align_m, p.device};
     const auto& e = cache_.get(key, p.device, op, plan_sm90_fp8_grouped, [&](const h::Sm90Fp8GemmConfig& c) {
-      return deep_jit::detail::cat(op, " (", h::sm90_grouped_type_name(c.gemm_type), ") m=", p.m_for_config, " n=", p.n,
+      return deep_jit::detail::cat(op, " (", sm90_grouped_type_name(c.gemm_type), ") m=", p.m_for_config, " n=", p.n,
                                    " k=", p.k, " groups=", p.groups_for_config, " -> block ", c.block_m, "x", c.block_n,
                                    ", ", c.stages, " stages, grid ", c.grid_x, ", smem ", c.smem_bytes, " B",
                                    c.mma_overlap ? ", overlapped promotion" : "");
@@ -105,10 +105,9 @@ class Sm90Fp8GroupedLauncher {
   static void launch(const Entry& e, const Sm90Fp8GroupedProblem& p) {
     const bool masked = p.gemm_type == static_cast<int>(h::Sm90GroupedType::kMasked);
     const uint64_t rows = masked ? static_cast<uint64_t>(p.m) * p.num_groups : static_cast<uint64_t>(p.m);
-    const uint64_t kb = static_cast<uint64_t>((p.k + 127) / 128);
-    const auto specs = h::sm90_fp8_grouped_tensor_maps(e.cfg, rows, p.n, p.k, p.num_groups, static_cast<uint64_t>(p.m),
-                                                       masked ? kb * p.num_groups : kb, p.lda_bytes, p.ldb_bytes,
-                                                       p.ld_d);
+    const uint64_t kb = static_cast<uint64_t>(h::sm90_ceil_div(p.k, 128));
+    const auto specs = sm90_fp8_grouped_tensor_maps(e.cfg, rows, p.n, p.k, p.num_groups, static_cast<uint64_t>(p.m),
+                                                    masked ? kb * p.num_groups : kb, p.lda_bytes, p.ldb_bytes, p.ld_d);
     CUtensorMap maps[4];
     for (size_t i = 0; i < 4; ++i) {
       const std::string_view name(specs[i].operand);

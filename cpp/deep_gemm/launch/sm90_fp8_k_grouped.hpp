@@ -14,19 +14,20 @@
 
 #include "../heuristics/sm90_fp8_k_grouped.hpp"
 #include "common.hpp"
+#include "sm90_fp8_source.hpp"
 
 namespace deep_gemm::launch {
 
 // Host mirror of deep_gemm::KGroupedArgs<kSm90KGroupedMaxGroups> (same members, same
 // offsets; the device side asserts the same numbers).
 struct Sm90KGroupedArgs {
-  CUtensorMap a[h::kSm90KGroupedMaxGroups];
-  CUtensorMap b[h::kSm90KGroupedMaxGroups];
-  uint32_t k_blocks[h::kSm90KGroupedMaxGroups];
-  uint32_t kb_offset[h::kSm90KGroupedMaxGroups];
+  CUtensorMap a[kSm90KGroupedMaxGroups];
+  CUtensorMap b[kSm90KGroupedMaxGroups];
+  uint32_t k_blocks[kSm90KGroupedMaxGroups];
+  uint32_t kb_offset[kSm90KGroupedMaxGroups];
   uint32_t num_groups;
 };
-static_assert(h::kSm90KGroupedMaxGroups == 32, "update the offsets below and in sm90_fp8_k_grouped.cuh");
+static_assert(kSm90KGroupedMaxGroups == 32, "update the offsets below and in sm90_fp8_k_grouped.cuh");
 static_assert(sizeof(CUtensorMap) == 128, "CUtensorMap is 128 bytes");
 static_assert(offsetof(Sm90KGroupedArgs, b) == 4096 && offsetof(Sm90KGroupedArgs, k_blocks) == 8192 &&
                   offsetof(Sm90KGroupedArgs, kb_offset) == 8320 && offsetof(Sm90KGroupedArgs, num_groups) == 8448,
@@ -70,8 +71,9 @@ inline h::Sm90Fp8GemmConfig choose_k_grouped_config(const KGroupedKey& key, int 
 // The plan of one launch (used by the launcher and by warmup, no GPU).
 inline Plan<h::Sm90Fp8GemmConfig> plan_sm90_fp8_k_grouped(const detail::KGroupedKey& key, int max_smem) {
   const auto cfg = detail::choose_k_grouped_config(key, max_smem);
-  const std::string name = h::sm90_fp8_k_grouped_name(cfg, key.compiled_m, key.compiled_n);
-  return {cfg, JitContext::get().source(name, h::sm90_fp8_k_grouped_source(cfg, key.compiled_m, key.compiled_n), name)};
+  const auto kernel = sm90_fp8_k_grouped_kernel(cfg, key.compiled_m, key.compiled_n);
+  const std::string name = sm90_fp8_kernel_name(kernel);
+  return {cfg, JitContext::get().source(name, sm90_fp8_kernel_source(kernel), name)};
 }
 
 class Sm90KGroupedLauncher {
@@ -93,8 +95,8 @@ class Sm90KGroupedLauncher {
     const size_t group_elems = static_cast<size_t>(p.m) * static_cast<size_t>(p.n);
 
     int64_t offset = 0;  // o_g of the launch's first group
-    for (int g0 = 0; g0 < num_groups; g0 += h::kSm90KGroupedMaxGroups) {
-      const int g1 = std::min(num_groups, g0 + h::kSm90KGroupedMaxGroups);
+    for (int g0 = 0; g0 < num_groups; g0 += kSm90KGroupedMaxGroups) {
+      const int g1 = std::min(num_groups, g0 + kSm90KGroupedMaxGroups);
       int64_t chunk_k = 0;
       for (int g = g0; g < g1; ++g) chunk_k += ks[g];
       const detail::KGroupedKey key{p.m, p.n, h::sm90_k_grouped_k_bucket(chunk_k, g1 - g0), g1 - g0,
@@ -113,7 +115,7 @@ class Sm90KGroupedLauncher {
         args.k_blocks[j] = static_cast<uint32_t>(k_g / 128);
         args.kb_offset[j] = static_cast<uint32_t>(o / 128);
         if (k_g > 0) {
-          const auto specs = h::sm90_fp8_k_grouped_group_maps(e.cfg, p.m, p.n, k_g);
+          const auto specs = sm90_fp8_k_grouped_group_maps(e.cfg, p.m, p.n, k_g);
           args.a[j] = encode_tensor_map(specs[0], p.a + static_cast<size_t>(p.m) * static_cast<size_t>(o));
           args.b[j] = encode_tensor_map(specs[1], p.b + static_cast<size_t>(p.n) * static_cast<size_t>(o));
         }
@@ -121,7 +123,7 @@ class Sm90KGroupedLauncher {
       }
       args.num_groups = static_cast<uint32_t>(g1 - g0);
       // An all-empty call has no scale rows: point its (never loaded) scale maps at d.
-      const auto sf_specs = h::sm90_fp8_k_grouped_sf_maps(e.cfg, p.m, p.n, sum_kb);
+      const auto sf_specs = sm90_fp8_k_grouped_sf_maps(e.cfg, p.m, p.n, sum_kb);
       const CUtensorMap tmap_sfa = encode_tensor_map(sf_specs[0], sum_kb > 0 ? static_cast<const void*>(p.sfa) : p.d);
       const CUtensorMap tmap_sfb = encode_tensor_map(sf_specs[1], sum_kb > 0 ? static_cast<const void*>(p.sfb) : p.d);
       const auto lc = persistent_launch(e.cfg, rt.pdl());

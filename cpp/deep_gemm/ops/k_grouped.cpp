@@ -230,7 +230,7 @@ std::string k_grouped_fp8_gemm_build(int64_t m, int64_t n, int64_t k, int64_t nu
   check_arg(num_sms > 0 && num_sms <= 1024, op, "num_sms must be in [1, 1024], got ", num_sms);
   const CompiledDims cd = parse_compiled_dims(compiled_dims, op);
   const auto [mult_m, mult_n] = DeviceRuntime::get().block_size_multiple_of();
-  const int groups = static_cast<int>(std::min<int64_t>(num_groups, h::kSm90KGroupedMaxGroups));
+  const int groups = static_cast<int>(std::min<int64_t>(num_groups, launch::kSm90KGroupedMaxGroups));
   const launch::detail::KGroupedKey key{int(m), int(n), h::sm90_k_grouped_k_bucket(k * groups, groups), groups,
                                         cd.m ? int(m) : 0, cd.n ? int(n) : 0, int(num_sms), mult_m, mult_n, 0};
   if (tn) deep_jit::Runtime::get().build(launch::KGroupedTransposeLauncher::source());
