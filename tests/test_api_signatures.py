@@ -42,6 +42,8 @@ UPSTREAM = {
     "fp8_m_grouped_gemm_nt_masked": _MASKED,
     "k_grouped_fp8_gemm_tn_contiguous": _K_GROUPED,
     "k_grouped_fp8_gemm_nt_contiguous": _K_GROUPED,
+    "fp8_gemm_nt_skip_head_mid": [("a", _REQUIRED), ("b", _REQUIRED), ("d", _REQUIRED), ("head_splits", _REQUIRED),
+                                  ("recipe", None), ("compiled_dims", "nk"), ("disable_ue8m0_cast", False)],
     "transform_sf_into_required_layout": [("sf", _REQUIRED), ("mn", _REQUIRED), ("k", _REQUIRED),
                                           ("recipe", _REQUIRED), ("num_groups", None), ("is_sfa", None),
                                           ("disable_ue8m0_cast", False), ("psum_layout", None)],

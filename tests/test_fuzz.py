@@ -89,6 +89,14 @@ def _dense(form: str, m=M, n=N, k=K) -> dict[str, Any]:
     return dict(a=av, b=bv, d=d)
 
 
+def _skip_head_mid() -> dict[str, Any]:
+    base = _dense("nt", n=512)
+    torch = _torch()
+    base["d"] = _e(M, 512 + 2 * 64, dtype=torch.bfloat16)
+    base["head_splits"] = (128, 64, 128)
+    return base
+
+
 def _cublaslt(form: str, m=M, n=N, k=K) -> dict[str, Any]:
     torch = _torch()
     a = _e(k, m, dtype=torch.bfloat16) if form[0] == "t" else _e(m, k, dtype=torch.bfloat16)
@@ -154,6 +162,9 @@ def _specs() -> dict[str, tuple[Callable[[], dict], dict[str, str]]]:
     for form in ("nt", "nn", "tn", "tt"):
         s[f"cublaslt_gemm_{form}"] = ((lambda f=form: _cublaslt(f)),
                                       {"a": "tensor", "b": "tensor", "d": "tensor", "c": "opt_tensor"})
+    s["fp8_gemm_nt_skip_head_mid"] = (_skip_head_mid, {"a": "pair", "b": "pair", "d": "tensor", "head_splits": "ints",
+                                                       "recipe": "opt_recipe3", "compiled_dims": "str",
+                                                       "disable_ue8m0_cast": "bool"})
     s["get_mn_major_tma_aligned_tensor"] = (lambda: dict(sf=_e(M, 2)), {"sf": "tensor"})
     s["transform_sf_into_required_layout"] = (
         lambda: dict(sf=_e(M, 2), mn=M, k=K, recipe=(1, 128)),
@@ -415,7 +426,7 @@ def _size_cases(add, name: str, short: str) -> None:
 
 
 def _empty_cases(add, name: str, short: str) -> None:
-    if short.startswith(("fp8_gemm_", "fp8_fp4_gemm_")):
+    if short.startswith(("fp8_gemm_", "fp8_fp4_gemm_")) and short != "fp8_gemm_nt_skip_head_mid":
         form = short[-2:]
         add(name, "empty", "a", "M = 0", lambda: ((), _dense(form, m=0)), may_accept=True)
         add(name, "empty", "b", "N = 0", lambda: ((), _dense(form, n=0)), may_accept=True)

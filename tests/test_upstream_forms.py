@@ -69,6 +69,30 @@ def test_k_tail_scales_need_ceil_columns():
         deep_gemm.fp8_gemm_nt((a, sfa[:, :16]), b, d)
 
 
+def test_1d1d_bf16_out_without_c():
+    a, b, d = _meta_dense(256, 512, 2112, out=torch.bfloat16, sfb_blocks=False)
+    deep_gemm.fp8_gemm_nt(a, b, d, recipe=(1, 1, 128))
+    with pytest.raises(RuntimeError, match="c .accumulation. needs an fp32 d"):
+        deep_gemm.fp8_gemm_nt(a, b, d, c=d, recipe=(1, 1, 128))
+
+
+def test_skip_head_mid_shapes():
+    n, heads = 1024, (128, 64, 128)
+    a, b, _ = _meta_dense(256, n, 512)
+    d = torch.empty(256, n + n // 256 * 64, dtype=torch.bfloat16, device="meta")
+    deep_gemm.fp8_gemm_nt_skip_head_mid(a, b, d, heads)
+    with pytest.raises(RuntimeError, match="N \\+ N / \\(left \\+ right\\) \\* mid"):
+        deep_gemm.fp8_gemm_nt_skip_head_mid(a, b, d[:, :n], heads)
+    with pytest.raises(RuntimeError, match="multiple of left \\+ right"):
+        deep_gemm.fp8_gemm_nt_skip_head_mid(a, b, d, (128, 64, 96))
+    with pytest.raises(RuntimeError, match="multiples of 16"):
+        deep_gemm.fp8_gemm_nt_skip_head_mid(a, b, d, (120, 64, 136))
+    with pytest.raises(ValueError, match="head_splits must have 3 elements"):
+        deep_gemm.fp8_gemm_nt_skip_head_mid(a, b, d, (128, 128))
+    with pytest.raises(ValueError, match="recipe"):
+        deep_gemm.fp8_gemm_nt_skip_head_mid(a, b, d, heads, recipe=(1, 1, 128))
+
+
 def _meta_contig(m_sum=256, n=256, k=576, g=2):
     e = lambda *s, dt=torch.float32: torch.empty(*s, dtype=dt, device="meta")  # noqa: E731
     kb = -(-k // 128)
@@ -303,3 +327,33 @@ def test_k_grouped_upstream_operands(g):
             ref = c[grp] + a_deq[start:start + k].t() @ b_deq[start:start + k]
             assert calc_diff(d[grp], ref) < 1e-3, f"group {grp}"
         start += k
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k", [(4096, 7168, 2048), (129, 2112, 576), (1, 512, 7168)])
+def test_1d1d_bf16_out(m, n, k):
+    a, b, ref = _dense_data(m, n, k, per_row_b=True, seed=m + k)
+    d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    deep_gemm.fp8_fp4_gemm_nt(a, b, d, recipe=(1, 1, 128))
+    torch.cuda.synchronize()
+    assert not d.isnan().any()
+    assert calc_diff(d, ref) < 1e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [128, 4096])
+@pytest.mark.parametrize("n", [8192, 32768])
+def test_skip_head_mid(m, n):
+    left, mid, right = 128, 64, 128
+    k = 512
+    a, b, ref = _dense_data(m, n, k, per_row_b=False, seed=m + n)
+    heads = n // (left + right)
+    d = torch.full((m, n + heads * mid), float("nan"), device="cuda", dtype=torch.bfloat16)
+    deep_gemm.fp8_gemm_nt_skip_head_mid(a, b, d, (left, mid, right))
+    torch.cuda.synchronize()
+    d3 = d.view(m, heads, left + mid + right)
+    ref3 = ref.view(m, heads, left + right)
+    assert d3[:, :, left:left + mid].isnan().all(), "the skipped middle columns were written"
+    got = torch.cat([d3[:, :, :left], d3[:, :, left + mid:]], dim=2)
+    assert not got.isnan().any()
+    assert calc_diff(got, ref3) < 1e-3

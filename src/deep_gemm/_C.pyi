@@ -6,7 +6,8 @@
 #   deep_gemm::cublaslt_gemm_nt(Tensor a, Tensor b, Tensor(a!) d, Tensor? c=None) -> ()
 #   deep_gemm::cublaslt_info() -> str
 #   deep_gemm::fp8_gemm_build(int m, int n, int k, bool fp32_out, int num_sms, str compiled_dims) -> str
-#   deep_gemm::fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor? c=None, str compiled_dims="nk") -> ()
+#   deep_gemm::fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor? c=None, str compiled_dims="nk", bool sfb_per_row=False) -> ()
+#   deep_gemm::fp8_gemm_nt_skip_head_mid(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, int[] head_splits, str compiled_dims="nk") -> ()
 #   deep_gemm::get_block_size_multiple_of() -> int[]
 #   deep_gemm::get_device_sm_count() -> int
 #   deep_gemm::get_ignore_compile_dims() -> bool
@@ -92,6 +93,10 @@ def fp8_gemm_nn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, tor
 
 def fp8_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, *, alpha: Optional[float] = None) -> None:
     """``d = (A * SFA) @ (B * SFB)^T (+ c)``: A ``[M, K]`` and B ``[N, K]`` FP8 e4m3, K-major."""
+    ...
+
+def fp8_gemm_nt_skip_head_mid(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, head_splits: tuple[int, int, int], recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False) -> None:
+    """:func:`fp8_gemm_nt` (the 1D2D kernel, bf16 ``d``) whose output skips the middle of every head."""
     ...
 
 def fp8_gemm_tn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None, compiled_dims: str = 'mn', disable_ue8m0_cast: bool = False, *, alpha: Optional[float] = None) -> None:

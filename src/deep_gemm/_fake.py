@@ -23,6 +23,7 @@ _NS = "deep_gemm"
 # op -> its tensor arguments, in the order of the C++ device checks.
 _TENSOR_OPS: dict[str, tuple[str, ...]] = {
     "fp8_gemm_nt": ("a", "sfa", "b", "sfb", "d", "c"),
+    "fp8_gemm_nt_skip_head_mid": ("a", "sfa", "b", "sfb", "d"),
     "m_grouped_fp8_gemm_nt_contiguous": ("a", "sfa", "b", "sfb", "d", "grouped_layout"),
     "m_grouped_fp8_gemm_nt_masked": ("a", "sfa", "b", "sfb", "d", "masked_m"),
     "k_grouped_fp8_gemm_nt_contiguous": ("a", "sfa", "b", "sfb", "d", "ks_tensor", "c"),

@@ -67,9 +67,8 @@ def _fp8_gemm(fn: str, a: Any, b: Any, d: Any, c: Any, recipe: Any, recipe_a: An
     if recipe == _RECIPE_1D2D and d.dtype == torch.float32:
         raise ValueError(f"deep_gemm.{fn}: recipe (1, 128, 128) writes torch.bfloat16 d; fp32 d is the 1D1D recipe "
                          "(1, 1, 128)")
-    if recipe == _RECIPE_1D1D and d.dtype != torch.float32:
-        raise ValueError(f"deep_gemm.{fn}: recipe (1, 1, 128) accumulates into an fp32 d, got {d.dtype}")
-    _fp8_gemm_op(a_t, sfa, b_t, sfb, d, c, compiled_dims)
+    # recipe (1, 1, 128): the 1D1D kernel, into an fp32 d (c accumulates) or a bf16 d (no c).
+    _fp8_gemm_op(a_t, sfa, b_t, sfb, d, c, compiled_dims, recipe == _RECIPE_1D1D)
 
 
 def fp8_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor,
@@ -81,8 +80,9 @@ def fp8_gemm_nt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, tor
 
     ``a = (A, SFA)`` with SFA fp32 ``[M, ceil(K/128)]`` (per token); ``b = (B, SFB)`` with
     SFB fp32 ``[ceil(N/128), ceil(K/128)]`` (per 128x128 block) and ``d`` bf16 ``[M, N]``;
-    or, with ``recipe=(1, 1, 128)`` / an fp32 ``d``, SFB ``[N, ceil(K/128)]`` and
-    ``d = c + A @ B^T`` in fp32 (``c`` may be ``d``). Scales may come in any layout:
+    or, with ``recipe=(1, 1, 128)`` / an fp32 ``d`` (the 1D1D kernel, weight gradients), SFB
+    ``[N, ceil(K/128)]`` and ``d = c + A @ B^T`` in fp32 (``c`` may be ``d``), or a bf16 ``d``
+    (``recipe=(1, 1, 128)``, no ``c``) written as ``A @ B^T``. K need not be a multiple of 128. Scales may come in any layout:
     per-row scales not already MN-major and TMA-aligned (see
     :func:`get_mn_major_tma_aligned_tensor`) are read as given by the bf16 kernel at
     M <= 384 (where its tiles have at most 128 rows) and otherwise converted on the GPU on
@@ -127,6 +127,37 @@ def fp8_gemm_tt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, tor
               True, False)
 
 
+_skip_op = _ops.fp8_gemm_nt_skip_head_mid.default
+
+
+def fp8_gemm_nt_skip_head_mid(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor],
+                              d: torch.Tensor, head_splits: tuple[int, int, int],
+                              recipe: Optional[tuple[int, int, int]] = None, compiled_dims: str = "nk",
+                              disable_ue8m0_cast: bool = False) -> None:
+    """:func:`fp8_gemm_nt` (the 1D2D kernel, bf16 ``d``) whose output skips the middle of every head.
+
+    ``head_splits = (left, mid, right)``: the product ``A @ B^T`` (``[M, N]``, N a multiple of
+    ``left + right``) is a row of heads of ``left + right`` columns; ``d`` is ``[M, N + N /
+    (left + right) * mid]`` and head h of the product lands in ``d[:, h * (left + mid +
+    right):]`` as ``[left | mid columns left untouched | right]`` (the skipped columns keep
+    whatever ``d`` held). left and right are multiples of 16, mid of 8. ``recipe`` must be
+    None or ``(1, 128, 128)``; ``disable_ue8m0_cast`` has no effect on SM90.
+    """
+    fn = "fp8_gemm_nt_skip_head_mid"
+    a_t, sfa = _pair(fn, "a", a)
+    b_t, sfb = _pair(fn, "b", b)
+    _args.tensor(fn, "d", d)
+    _args.str_(fn, "compiled_dims", compiled_dims, "'nk'")
+    _args.bool_(fn, "disable_ue8m0_cast", disable_ue8m0_cast)
+    splits = _args.ints(fn, "head_splits", head_splits, length=3, what="ints (left, mid, right)")
+    if recipe is not None and _args.recipe(fn, "recipe", recipe) != _RECIPE_1D2D:
+        raise ValueError(f"deep_gemm.{fn}: recipe: skip-head-mid runs the 1D2D kernel, recipe (1, 128, 128); got "
+                         f"{tuple(recipe)}")
+    if a_t.dtype is not torch.float8_e4m3fn or b_t.dtype is not torch.float8_e4m3fn:
+        check_not_fp4(fn, a=a_t, b=b_t)
+    _skip_op(a_t, sfa, b_t, sfb, d, list(splits), compiled_dims)
+
+
 # Upstream's FP8xFP4 entry points: on SM90 only the FP8 x FP8 path exists.
 fp8_fp4_gemm_nt = fp8_gemm_nt
 fp8_fp4_gemm_nn = fp8_gemm_nn
@@ -143,4 +174,5 @@ __all__ = [
     "fp8_fp4_gemm_nn",
     "fp8_fp4_gemm_tn",
     "fp8_fp4_gemm_tt",
+    "fp8_gemm_nt_skip_head_mid",
 ]

@@ -33,6 +33,12 @@ struct Sm90Fp8Problem {
   // (h::sm90_fp8_sfa_from_global_fits); else the op converts it first (see prepare()).
   bool sfa_from_global = false;
   uint32_t sfa_stride_m = 0, sfa_stride_k = 0;
+  // 1D1D (fp32_out) with a bf16 D: D = A B^T, no C (upstream's wgrad form without accumulation).
+  bool bf16_1d1d = false;
+  // fp8_gemm_nt_skip_head_mid (1D2D): heads of head_left + head_right product columns, each
+  // written to D with head_mid columns skipped in its middle; d_cols is D's width.
+  int head_left = 0, head_mid = 0, head_right = 0;
+  uint64_t d_cols = 0;
 };
 
 namespace detail {
@@ -42,10 +48,12 @@ struct ConfigKey {
   bool fp32_out;
   int m, n, k, compiled_m, compiled_n, compiled_k, num_sms, mult_m, mult_n, device;
   bool sfa_from_global = false;  // asked for; the entry's config says whether it was taken
+  bool bf16_1d1d = false;        // fp32_out (1D1D) with a bf16 D
+  int head_left = 0, head_mid = 0, head_right = 0;  // skip-head-mid (1D2D)
   bool operator==(const ConfigKey&) const = default;
   size_t hash() const {
     return hash_fields({m, n, k, compiled_m, compiled_n, compiled_k, num_sms, mult_m, mult_n, device, int(fp32_out),
-                        int(sfa_from_global)});
+                        int(sfa_from_global), int(bf16_1d1d), head_left, head_mid, head_right});
   }
 };
 
@@ -73,6 +81,10 @@ inline h::Sm90Fp8GemmConfig choose_config(const ConfigKey& key, int max_smem) {
                                                      cluster == 2)) {
     if (cluster != 0 && c.cluster != cluster) continue;
     if (!block_m_allowed(c)) continue;
+    // Skip-head-mid remaps the D columns per staging atom (swizzle_d / 2 columns): an atom
+    // must not straddle a head's seams.
+    if (key.head_left > 0 && (key.head_left % (c.swizzle_d / 2) != 0 || key.head_right % (c.swizzle_d / 2) != 0))
+      continue;
     if (c.block_m % key.mult_m == 0 && c.block_n % key.mult_n == 0) {
       auto chosen = with_tuning_knobs(c);
       chosen.sfa_from_global =
@@ -113,7 +125,11 @@ inline const void* operand_base(const Sm90Fp8Problem& p, const char* name) {
 // deep_gemm.warmup` (which needs no GPU).
 inline Plan<h::Sm90Fp8GemmConfig> plan_sm90_fp8_gemm(const detail::ConfigKey& key, int max_smem) {
   const auto cfg = detail::choose_config(key, max_smem);
-  const auto kernel = sm90_fp8_gemm_kernel(cfg, key.compiled_m, key.compiled_n, key.compiled_k);
+  auto kernel = sm90_fp8_gemm_kernel(cfg, key.compiled_m, key.compiled_n, key.compiled_k);
+  kernel.bf16_out = key.bf16_1d1d;
+  kernel.head_left = static_cast<uint32_t>(key.head_left);
+  kernel.head_mid = static_cast<uint32_t>(key.head_mid);
+  kernel.head_right = static_cast<uint32_t>(key.head_right);
   const std::string name = sm90_fp8_kernel_name(kernel);
   return {cfg, JitContext::get().source(name, sm90_fp8_kernel_source(kernel), name)};
 }
@@ -134,7 +150,8 @@ class Sm90Fp8GemmLauncher {
     const auto& rt = DeviceRuntime::get();
     const auto [mult_m, mult_n] = rt.block_size_multiple_of();
     const detail::ConfigKey key{p.fp32_out,  p.m,    p.n,    p.k,      p.compiled_m,       p.compiled_n,
-                                p.compiled_k, rt.num_sms(p.device), mult_m, mult_n, p.device, p.sfa_from_global};
+                                p.compiled_k, rt.num_sms(p.device), mult_m, mult_n, p.device, p.sfa_from_global,
+                                p.bf16_1d1d, p.head_left, p.head_mid, p.head_right};
     return cache_.get(key, p.device, "fp8_gemm_nt", plan_sm90_fp8_gemm, [&](const h::Sm90Fp8GemmConfig& c) {
       return deep_jit::detail::cat(p.fp32_out ? "fp8_gemm 1D1D" : "fp8_gemm 1D2D", " m=", p.m, " n=", p.n, " k=", p.k,
                                    " -> block ", c.block_m, "x", c.block_n, ", ", c.stages, " stages, cluster ", c.cluster,
@@ -149,7 +166,7 @@ class Sm90Fp8GemmLauncher {
   void run(const Sm90Fp8Problem& p) { launch(prepare(p), p); }
 
   static void launch(const Entry& e, const Sm90Fp8Problem& p) {
-    const auto specs = sm90_fp8_gemm_tensor_maps(e.cfg, p.m, p.n, p.k, p.lda_bytes, p.ldb_bytes, p.ld_d);
+    const auto specs = sm90_fp8_gemm_tensor_maps(e.cfg, p.m, p.n, p.k, p.lda_bytes, p.ldb_bytes, p.ld_d, p.d_cols);
     CUtensorMap maps[6];
     for (size_t i = 0; i < specs.size(); ++i) maps[i] = encode_tensor_map(specs[i], detail::operand_base(p, specs[i].operand));
     const auto lc = persistent_launch(e.cfg, DeviceRuntime::get().pdl() || p.after_own_kernel);
@@ -158,7 +175,7 @@ class Sm90Fp8GemmLauncher {
     const size_t num_maps = specs.size();
     if (p.fp32_out) {
       const auto* c = static_cast<const float*>(p.c);
-      auto* d = static_cast<float*>(p.d);
+      void* d = p.d;  // float or (bf16_1d1d) __nv_bfloat16
       const auto ld_d = static_cast<uint32_t>(p.ld_d);
       detail::with_maps(maps, num_maps, [&](const auto&... ms) { deep_jit::launch(*e.kernel, lc, m, n, k, c, d, ld_d, ms...); });
     } else if (e.cfg.sfa_from_global) {

@@ -130,12 +130,12 @@ enum class Sm90Fp8Entry { kDense, kMGrouped, kKGrouped };
 enum class Sm90MBoxes { kBlock, kFitM, kTail };
 
 // Everything the entry source and its name depend on, by name. The impl templates'
-// parameters, in order (ColMap and OutT are not wired to the host yet: left at their
-// defaults, so never written):
+// parameters, in order (trailing defaults are not written):
 //   sm90_fp8_gemm_1d2d_impl<compiled_m, compiled_n, compiled_k, block_m, block_n, stages,
-//       cluster, group_n, mma_overlap, gemm_type, sfa_from_global, dynamic_tiles, m_boxes, ColMap>
+//       cluster, group_n, mma_overlap, gemm_type, sfa_from_global, dynamic_tiles, m_boxes,
+//       ColMap (head_left/mid/right)>
 //   sm90_fp8_gemm_1d1d_impl<compiled_m, compiled_n, compiled_k, block_m, block_n, stages,
-//       cluster, group_n, m_boxes, OutT>
+//       cluster, group_n, m_boxes, OutT (bf16_out)>
 //   sm90_fp8_k_grouped_impl<compiled_m, compiled_n, block_m, block_n, stages, group_n, max_groups>
 struct Sm90Fp8KernelSpec {
   Sm90Fp8Entry entry = Sm90Fp8Entry::kDense;
@@ -150,6 +150,10 @@ struct Sm90Fp8KernelSpec {
   uint32_t max_groups = 0;       // k-grouped: KGroupedArgs capacity
   bool trace_tiles = false;      // 1D2D: built for a tile trace (trace_tiles_enabled())
   int smem_bytes = 0;            // the launch's dynamic shared memory (DG_SMEM_BYTES)
+  bool bf16_out = false;         // dense 1D1D: OutT = __nv_bfloat16 (D = A B^T, no C)
+  // dense 1D2D, fp8_gemm_nt_skip_head_mid: ColMap = SkipHeadMid<head_left, head_mid,
+  // head_right> (heads of head_left + head_right product columns; active when head_left > 0)
+  uint32_t head_left = 0, head_mid = 0, head_right = 0;
 };
 
 namespace detail {
@@ -224,6 +228,13 @@ inline std::string sm90_fp8_template_args(const Sm90Fp8KernelSpec& s) {
     t.trailing_bool(s.sfa_from_global, false).trailing_bool(s.dynamic_tiles, false);
   }
   t.trailing(m_boxes, s.m_boxes == Sm90MBoxes::kBlock);
+  if (s.kind == h::Sm90Fp8Kind::k1D1D) {
+    t.trailing("__nv_bfloat16", !s.bf16_out);
+  } else {
+    const auto u = [](uint32_t v) { return std::to_string(v) + "u"; };
+    t.trailing("deep_gemm::epilogue::SkipHeadMid<" + u(s.head_left) + ", " + u(s.head_mid) + ", " + u(s.head_right) + ">",
+               s.head_left == 0);
+  }
   return t.str();
 }
 
@@ -249,7 +260,8 @@ inline std::string sm90_fp8_kernel_name(const Sm90Fp8KernelSpec& s) {
          u(s.compiled_m) + "n" + u(s.compiled_n) + "k" + u(s.compiled_k) + "_b" + u(s.block_m) + "x" + u(s.block_n) +
          "_s" + u(s.stages) + "_c" + u(s.cluster) + "_g" + u(s.group_n) +
          (s.m_boxes == Sm90MBoxes::kFitM ? "_fm" : "") + (s.m_boxes == Sm90MBoxes::kTail ? "_tm" : "") +
-         (s.mma_overlap ? "_o" : "") + (s.sfa_from_global ? "_sg" : "") + trace;
+         (s.mma_overlap ? "_o" : "") + (s.sfa_from_global ? "_sg" : "") + (s.bf16_out ? "_bf16" : "") +
+         (s.head_left > 0 ? "_shm" + u(s.head_left) + "x" + u(s.head_mid) + "x" + u(s.head_right) : "") + trace;
 }
 
 namespace detail {
@@ -287,7 +299,8 @@ inline Sm90Fp8EntrySignature sm90_fp8_entry_signature(const Sm90Fp8KernelSpec& s
       (tail_sfa ? ", const __grid_constant__ CUtensorMap tmap_sfa_tail" : "");
   const std::string tail_args = tail ? std::string(", &tmap_a_tail, ") + (tail_sfa ? "&tmap_sfa_tail" : "nullptr") : "";
   if (s.kind == h::Sm90Fp8Kind::k1D1D)
-    return {std::string("uint32_t m, uint32_t n, uint32_t k, const float* c, float* d, uint32_t ld_d,\n") + kMapsAB +
+    return {std::string("uint32_t m, uint32_t n, uint32_t k, const float* c, ") +
+                (s.bf16_out ? "__nv_bfloat16* d" : "float* d") + ", uint32_t ld_d,\n" + kMapsAB +
                 "         const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_sfb" +
                 tail_params,
             "\n        m, n, k, c, d, ld_d, &tmap_a, &tmap_b, &tmap_sfa, &tmap_sfb" + tail_args};
@@ -341,8 +354,10 @@ inline std::pair<uint32_t, uint32_t> sm90_fp8_tail_box_rows(const h::Sm90Fp8Gemm
 
 // The tensor maps of a dense launch, in kernel-argument order (after the scalar arguments).
 // Pitches: lda/ldb in bytes (k for packed), ld_d in elements (n for packed).
+// d_cols: D's width where it differs from n (skip-head-mid: n + n / (left + right) * mid).
 inline std::vector<Sm90TensorMapSpec> sm90_fp8_gemm_tensor_maps(const h::Sm90Fp8GemmConfig& c, int m, int n, int k,
-                                                                uint64_t lda_bytes, uint64_t ldb_bytes, uint64_t ld_d) {
+                                                                uint64_t lda_bytes, uint64_t ldb_bytes, uint64_t ld_d,
+                                                                uint64_t d_cols = 0) {
   const uint64_t kb = static_cast<uint64_t>(h::sm90_ceil_div(k, 128));
   const uint64_t m_pad = static_cast<uint64_t>(h::sm90_align(m, 4));
   const uint64_t n_pad = static_cast<uint64_t>(h::sm90_align(n, 4));
@@ -357,8 +372,8 @@ inline std::vector<Sm90TensorMapSpec> sm90_fp8_gemm_tensor_maps(const h::Sm90Fp8
   if (c.kind == h::Sm90Fp8Kind::k1D1D) {
     maps.push_back({"sfb", Sm90TmaDtype::kF32, n_pad, kb, n_pad * 4, static_cast<uint32_t>(c.block_n), 1, 0});
   } else {
-    maps.push_back({"d", Sm90TmaDtype::kBF16, static_cast<uint64_t>(n), static_cast<uint64_t>(m), ld_d * 2,
-                    static_cast<uint32_t>(c.swizzle_d / 2), 64, c.swizzle_d});
+    maps.push_back({"d", Sm90TmaDtype::kBF16, d_cols != 0 ? d_cols : static_cast<uint64_t>(n),
+                    static_cast<uint64_t>(m), ld_d * 2, static_cast<uint32_t>(c.swizzle_d / 2), 64, c.swizzle_d});
   }
   if (c.tail_m) {
     const auto [tail_a, tail_sfa] = sm90_fp8_tail_box_rows(c, m);

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "../launch/sm90_fp8_gemm.hpp"
 #include "op_args.hpp"
@@ -16,7 +17,7 @@
 namespace deep_gemm::ops {
 namespace {
 
-constexpr const char* kOp = "fp8_gemm_nt";
+constexpr const char* kNtOp = "fp8_gemm_nt";
 
 // Per-row (1x128) scale factors: fp32 [mn, ceil(K/128)] in any layout; they
 // are brought into the MN-major, TMA-aligned layout the kernels load only when
@@ -28,7 +29,17 @@ void check_row_sf(const ArgChecker& chk, const Tensor& sf, const char* name, int
   chk.size({sf, name}, 1, k_blocks, "ceil(K / 128)");
 }
 
-void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::optional<Tensor> c, std::string compiled_dims) {
+// Head splits of fp8_gemm_nt_skip_head_mid: heads of left + right product columns, each
+// written to D with `mid` columns skipped between its left and right parts (0: none).
+struct HeadSplits {
+  int64_t left = 0, mid = 0, right = 0;
+};
+
+// The dense FP8 GEMM behind fp8_gemm_nt and fp8_gemm_nt_skip_head_mid. The kernel: 1D1D
+// (per-row SFB) for an fp32 d, or a bf16 d with sfb_per_row (upstream's recipe (1, 1, 128)
+// without accumulation); 1D2D (128x128-block SFB) otherwise.
+void fp8_gemm(const char* kOp, Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::optional<Tensor> c,
+              const std::string& compiled_dims, bool sfb_per_row, HeadSplits heads) {
   const ArgChecker chk(kOp);
   const CompiledDims cd = parse_compiled_dims(compiled_dims, kOp);
   chk.dim({a, "a"}, 2);
@@ -39,14 +50,31 @@ void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::opti
   const int64_t m = a.size(0), k = a.size(1), n = b.size(0);
   chk.size({b, "b"}, 1, k, "K, from a.shape[1]");
   chk.size({d, "d"}, 0, m, "M, from a.shape[0]");
-  chk.size({d, "d"}, 1, n, "N, from b.shape[0]");
-  chk.below_2_31({{"M", m}, {"N", n}, {"K", k}});
+  const bool skip_heads = heads.left > 0;
+  int64_t d_cols = n;
+  if (skip_heads) {
+    const int64_t width = heads.left + heads.right;
+    check_arg(n % width == 0, kOp, "N (b.shape[0] = ", n, ") must be a multiple of left + right = ", width,
+              " (whole heads), head_splits = (", heads.left, ", ", heads.mid, ", ", heads.right, ")");
+    d_cols = n + n / width * heads.mid;
+    chk.size({d, "d"}, 1, d_cols, "N + N / (left + right) * mid: every head's left, mid and right columns");
+  } else {
+    chk.size({d, "d"}, 1, n, "N, from b.shape[0]");
+  }
+  chk.below_2_31({{"M", m}, {"N", n}, {"K", k}, {"d.shape[1]", d_cols}});
   // K need not be a multiple of 128: the last K block's TMA boxes read zeros past K.
   check_arg(k > 0, kOp, "K must be positive, got K = ", k);
-  const bool fp32_out = d.scalar_type() == ScalarType::Float;
-  check_arg(fp32_out || d.scalar_type() == ScalarType::BFloat16, kOp,
-            "d must be torch.bfloat16 (1D2D kernel) or torch.float32 (1D1D kernel, accumulating into c), got ",
-            dtype_name(d.scalar_type()));
+  const bool fp32_d = d.scalar_type() == ScalarType::Float;
+  check_arg(fp32_d || d.scalar_type() == ScalarType::BFloat16, kOp,
+            "d must be torch.bfloat16 (1D2D kernel, or 1D1D without c) or torch.float32 (1D1D kernel, accumulating "
+            "into c), got ", dtype_name(d.scalar_type()));
+  // fp32_out: the 1D1D kernel (its launch key keeps that name); bf16_1d1d: it writes bf16.
+  const bool fp32_out = fp32_d || sfb_per_row;
+  const bool bf16_1d1d = fp32_out && !fp32_d;
+  if (bf16_1d1d)
+    check_arg(!c.has_value(), kOp, "c (accumulation) needs an fp32 d; with a bf16 d the 1D1D kernel (recipe (1, 1, 128)) "
+              "writes A @ B^T alone");
+  if (skip_heads) check_arg(!fp32_out, kOp, "skip-head-mid runs the 1D2D kernel (bf16 d, 128x128-block SFB)");
   const int64_t k_blocks = ceil_div(k, 128);
   check_row_sf(chk, sfa, "sfa", m, k_blocks);
   if (fp32_out) {
@@ -85,10 +113,10 @@ void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::opti
   chk.tma_aligned({d, "d"});
   if (fp32_out) {
     // The 1D1D kernel stores column pairs with a 32-bit row pitch (one row: tma_row_pitch's).
-    check_arg(m == 1 || d.stride(0) % 2 == 0, kOp, "d's row stride must be even for fp32 output, got ", d.stride(0));
+    check_arg(m == 1 || d.stride(0) % 2 == 0, kOp, "d's row stride must be even for the 1D1D kernel, got ", d.stride(0));
     if (m > 1) chk.below_2_31({{"d.stride(0)", d.stride(0)}});
   } else {
-    chk.tma_store_columns({d, "d"}, n);
+    chk.tma_store_columns({d, "d"}, d_cols);
   }
   chk.no_overlap({d, "d"}, {{a, "a"}, {b, "b"}, {sfa, "sfa"}, {sfb, "sfb"}});
   if (c.has_value() && c->data_ptr() != d.data_ptr()) chk.no_overlap({d, "d"}, {{*c, "c"}});
@@ -99,6 +127,11 @@ void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::opti
   const Tensor sfb_k = fp32_out ? mn_major_tma_aligned_buffer(sfb, kOp) : (sfb.is_contiguous() ? sfb : torch::stable::contiguous(sfb));
   launch::Sm90Fp8Problem p;
   p.fp32_out = fp32_out;
+  p.bf16_1d1d = bf16_1d1d;
+  p.head_left = static_cast<int>(heads.left);
+  p.head_mid = static_cast<int>(heads.mid);
+  p.head_right = static_cast<int>(heads.right);
+  p.d_cols = static_cast<uint64_t>(d_cols);
   set_gemm_operands(p, m, n, k, cd, a, b, sfa, sfb_k, d);
   p.c = c.has_value() ? c->data_ptr() : nullptr;
   // Per-token scales not in the TMA layout: the bf16 kernel may read them as given
@@ -121,6 +154,27 @@ void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::opti
   // A converted scale tensor is new storage, written by our layout kernel just before.
   p.after_own_kernel = sfa_k.data_ptr() != sfa.data_ptr() || (fp32_out && sfb_k.data_ptr() != sfb.data_ptr());
   launcher.launch(entry, p);
+}
+
+void fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::optional<Tensor> c, std::string compiled_dims,
+                 bool sfb_per_row) {
+  fp8_gemm(kNtOp, a, sfa, b, sfb, d, c, compiled_dims, sfb_per_row, {});
+}
+
+// D = A @ B^T with each head of left + right product columns written as [left | mid columns
+// left untouched | right] (DeepSeek's attention: the GEMM skips the rope part of a head).
+void fp8_gemm_nt_skip_head_mid(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, std::vector<int64_t> head_splits,
+                               std::string compiled_dims) {
+  constexpr const char* op = "fp8_gemm_nt_skip_head_mid";
+  check_arg(head_splits.size() == 3, op, "head_splits must be (left, mid, right), got ", head_splits.size(), " values");
+  const HeadSplits heads{head_splits[0], head_splits[1], head_splits[2]};
+  // The epilogue remaps whole 16-column staging atoms (the smallest TMA swizzle), so the
+  // seams of a head fall on multiples of 16.
+  check_arg(heads.left > 0 && heads.right > 0 && heads.mid >= 0 && heads.left % 16 == 0 && heads.right % 16 == 0 &&
+                heads.mid % 8 == 0 && heads.left + heads.mid + heads.right < (int64_t(1) << 20),
+            op, "head_splits = (left, mid, right) needs left and right positive multiples of 16 and mid a multiple of 8 "
+            "(>= 0), got (", heads.left, ", ", heads.mid, ", ", heads.right, ")");
+  fp8_gemm(op, a, sfa, b, sfb, d, std::nullopt, compiled_dims, false, heads);
 }
 
 // Compiles (no GPU needed) the kernels fp8_gemm_nt would use for this shape on a GPU with
@@ -150,11 +204,14 @@ std::string fp8_gemm_build(int64_t m, int64_t n, int64_t k, bool fp32_out, int64
 
 STABLE_TORCH_LIBRARY_FRAGMENT(deep_gemm, m) {
   m.def("fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor? c=None, "
+        "str compiled_dims=\"nk\", bool sfb_per_row=False) -> ()");
+  m.def("fp8_gemm_nt_skip_head_mid(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, int[] head_splits, "
         "str compiled_dims=\"nk\") -> ()");
   m.def("fp8_gemm_build(int m, int n, int k, bool fp32_out, int num_sms, str compiled_dims) -> str");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(deep_gemm, CompositeExplicitAutograd, m) {
   m.impl("fp8_gemm_nt", TORCH_BOX(&deep_gemm::ops::fp8_gemm_nt));
+  m.impl("fp8_gemm_nt_skip_head_mid", TORCH_BOX(&deep_gemm::ops::fp8_gemm_nt_skip_head_mid));
   m.impl("fp8_gemm_build", TORCH_BOX(&deep_gemm::ops::fp8_gemm_build));
 }
