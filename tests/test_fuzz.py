@@ -89,6 +89,28 @@ def _dense(form: str, m=M, n=N, k=K) -> dict[str, Any]:
     return dict(a=av, b=bv, d=d)
 
 
+def _bf16_contig(nn: bool, m_sum=256, n=N, k=K, g=G) -> dict[str, Any]:
+    torch = _torch()
+    bf = torch.bfloat16
+    b = _e(g, k, n, dtype=bf) if nn else _e(g, n, k, dtype=bf)
+    return dict(a=_e(m_sum, k, dtype=bf), b=b, d=_e(m_sum, n, dtype=bf), grouped_layout=_e(m_sum, dtype=torch.int32))
+
+
+def _bf16_masked() -> dict[str, Any]:
+    torch = _torch()
+    bf = torch.bfloat16
+    return dict(a=_e(G, 64, K, dtype=bf), b=_e(G, N, K, dtype=bf), d=_e(G, 64, N, dtype=bf),
+                masked_m=_e(G, dtype=torch.int32), expected_m=32)
+
+
+def _bf16_k_grouped() -> dict[str, Any]:
+    torch = _torch()
+    bf = torch.bfloat16
+    ks = [128, 0]
+    return dict(a=_e(128, M, dtype=bf), b=_e(128, N, dtype=bf), d=_e(2, M, N), ks_cpu=ks,
+                grouped_layout=_e(2, dtype=torch.int32))
+
+
 def _skip_head_mid() -> dict[str, Any]:
     base = _dense("nt", n=512)
     torch = _torch()
@@ -162,6 +184,21 @@ def _specs() -> dict[str, tuple[Callable[[], dict], dict[str, str]]]:
     for form in ("nt", "nn", "tn", "tt"):
         s[f"cublaslt_gemm_{form}"] = ((lambda f=form: _cublaslt(f)),
                                       {"a": "tensor", "b": "tensor", "d": "tensor", "c": "opt_tensor"})
+    for form in ("nt", "nn", "tn", "tt"):
+        s[f"bf16_gemm_{form}"] = ((lambda f=form: _cublaslt(f)),
+                                  {"a": "tensor", "b": "tensor", "d": "tensor", "c": "opt_tensor", "compiled_dims": "str"})
+    for nn in (False, True):
+        s[f"m_grouped_bf16_gemm_{'nn' if nn else 'nt'}_contiguous"] = (
+            (lambda nn=nn: _bf16_contig(nn)),
+            {"a": "tensor", "b": "tensor", "d": "tensor", "grouped_layout": "tensor", "compiled_dims": "str",
+             "use_psum_layout": "bool", "ensure_zero_padding": "bool",
+             **({} if nn else {"expected_m_for_psum_layout": "opt_int"})})
+    for name in ("m_grouped_bf16_gemm_nt_masked", "bf16_m_grouped_gemm_nt_masked"):
+        s[name] = (_bf16_masked, {"a": "tensor", "b": "tensor", "d": "tensor", "masked_m": "tensor",
+                                  "expected_m": "pos_int", "compiled_dims": "str"})
+    s["k_grouped_bf16_gemm_tn_contiguous"] = (
+        _bf16_k_grouped, {"a": "tensor", "b": "tensor", "d": "tensor", "ks_cpu": "ints", "grouped_layout": "tensor",
+                          "c": "opt_tensor", "compiled_dims": "str", "use_psum_layout": "bool"})
     s["fp8_gemm_nt_skip_head_mid"] = (_skip_head_mid, {"a": "pair", "b": "pair", "d": "tensor", "head_splits": "ints",
                                                        "recipe": "opt_recipe3", "compiled_dims": "str",
                                                        "disable_ue8m0_cast": "bool"})
@@ -378,12 +415,19 @@ def generate(seed: int = SEED) -> list[Case]:
                 valid = (1, 2, 3, 4)
             for desc, v in _rank_variants(t, valid):
                 add(name, "rank", lab, desc, _mk(base_fn, param, idx, v))
-            for desc, v in rng.sample(_dtype_variants(t), k=3):
+            dtypes = _dtype_variants(t)
+            if short.startswith(("bf16_gemm_", "cublaslt_gemm_")) and param == "d":
+                dtypes = [(desc, v) for desc, v in dtypes if v.dtype != _torch().float32]  # fp32 d is valid there
+            for desc, v in rng.sample(dtypes, k=min(3, len(dtypes))):
                 add(name, "dtype", lab, desc, _mk(base_fn, param, idx, v))
             if not short.startswith(("get_mn_major", "transform_sf")):  # CPU is served there (plain torch)
                 add(name, "device", lab, "a CPU tensor among meta ones",
                     _mk_cpu(base_fn, param, idx))
-                for desc, v in rng.sample(_shape_variants(t), k=min(3, len(_shape_variants(t)))):
+                shapes = _shape_variants(t)
+                if short.startswith("m_grouped_bf16") and short.endswith("contiguous") and param == "b":
+                    # More groups in b than the index layout names are valid (unused experts).
+                    shapes = [(desc, v) for desc, v in shapes if not desc.startswith("shape[0]")]
+                for desc, v in rng.sample(shapes, k=min(3, len(shapes))):
                     add(name, "shape", lab, desc, _mk(base_fn, param, idx, v))
             if param in ("a", "b", "d") and idx in (None, 0) and not short.startswith("k_grouped"):
                 for desc, v in _overlap_variants(_as_given(t)):

@@ -3,6 +3,7 @@
 #
 # Registered schemas (torch.ops.deep_gemm):
 #   deep_gemm::_extension_info() -> (str path, str build_id)
+#   deep_gemm::bf16_gemm_nt(Tensor a, Tensor b, Tensor(a!) d, Tensor? c=None, str compiled_dims="nk") -> ()
 #   deep_gemm::cublaslt_gemm_nt(Tensor a, Tensor b, Tensor(a!) d, Tensor? c=None) -> ()
 #   deep_gemm::cublaslt_info() -> str
 #   deep_gemm::fp8_gemm_build(int m, int n, int k, bool fp32_out, int num_sms, str compiled_dims) -> str
@@ -24,6 +25,8 @@
 #   deep_gemm::k_grouped_fp8_gemm_build(int m, int n, int k, int num_groups, int num_sms, str compiled_dims, bool tn=False) -> str
 #   deep_gemm::k_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, int[] ks, Tensor ks_tensor, Tensor? c=None, str compiled_dims="mn") -> ()
 #   deep_gemm::k_grouped_fp8_gemm_tn_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, int[] ks, Tensor ks_tensor, Tensor? c=None, str compiled_dims="mn") -> ()
+#   deep_gemm::m_grouped_bf16_gemm_nt_contiguous(Tensor a, Tensor b, Tensor(a!) d, Tensor grouped_layout, str compiled_dims="nk", bool use_psum_layout=False, int? expected_m_for_psum_layout=None, bool ensure_zero_padding=False) -> ()
+#   deep_gemm::m_grouped_bf16_gemm_nt_masked(Tensor a, Tensor b, Tensor(a!) d, Tensor masked_m, int expected_m, str compiled_dims="nk") -> ()
 #   deep_gemm::m_grouped_fp8_gemm_build(str layout, int m, int n, int k, int num_groups, int expected_m, int num_sms, str compiled_dims) -> str
 #   deep_gemm::m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor grouped_layout, str compiled_dims="nk", bool use_psum_layout=False, int? expected_m_for_psum_layout=None, bool ensure_zero_padding=False) -> ()
 #   deep_gemm::m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor masked_m, int expected_m, str compiled_dims="nk") -> ()
@@ -45,6 +48,26 @@ import deep_gemm._jit
 
 class SymmBuffer:
     """Mega MoE's symmetric-memory buffer (SM100 only)."""
+    ...
+
+def bf16_gemm_nn(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None, compiled_dims: str = 'nk') -> None:
+    """:func:`bf16_gemm_nt` with ``b`` given as ``[K, N]`` (``d = c + a @ b``)."""
+    ...
+
+def bf16_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None, compiled_dims: str = 'nk') -> None:
+    """``d = c + a @ b.T``: ``a`` ``[M, K]`` and ``b`` ``[N, K]`` bf16, each K-major or MN-major"""
+    ...
+
+def bf16_gemm_tn(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None, compiled_dims: str = 'mn') -> None:
+    """:func:`bf16_gemm_nt` with ``a`` given as ``[K, M]`` and ``b`` as ``[K, N]`` (``d = c + a.T @ b``,"""
+    ...
+
+def bf16_gemm_tt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None, compiled_dims: str = 'mn') -> None:
+    """:func:`bf16_gemm_nt` with ``a`` given as ``[K, M]`` (``d = c + a.T @ b.T``)."""
+    ...
+
+def bf16_m_grouped_gemm_nt_masked(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, masked_m: torch.Tensor, expected_m: int, compiled_dims: str = 'nk') -> None:
+    """MoE grouped BF16 GEMM with a slot per group: ``d[g, :masked_m[g]] = a[g, :masked_m[g]] @ b[g].T``."""
     ...
 
 def bf16_mega_moe(*args: Any, **kwargs: Any) -> NoReturn:
@@ -150,12 +173,28 @@ def get_tma_aligned_size(x: int, element_size: int) -> int:
     """``x`` rounded up so ``x * element_size`` is a multiple of 16 bytes (TMA strides)."""
     ...
 
+def k_grouped_bf16_gemm_tn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, ks_cpu: Optional[collections.abc.Sequence[int]] = None, grouped_layout: Optional[torch.Tensor] = None, c: Optional[torch.Tensor] = None, compiled_dims: str = 'mn', use_psum_layout: bool = False, *, ks: Optional[collections.abc.Sequence[int]] = None, ks_tensor: Optional[torch.Tensor] = None) -> None:
+    """Weight-gradient BF16 GEMM with groups along K: ``d[g] = c[g] + A_g.T @ B_g`` in fp32."""
+    ...
+
 def k_grouped_fp8_gemm_nt_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, ks_cpu: Optional[collections.abc.Sequence[int]] = None, grouped_layout: Optional[torch.Tensor] = None, c: Optional[torch.Tensor] = None, recipe: tuple[int, int, int] = (1, 1, 128), compiled_dims: str = 'mn', use_psum_layout: bool = False, *, ks: Optional[collections.abc.Sequence[int]] = None, ks_tensor: Optional[torch.Tensor] = None) -> None:
     """Weight-gradient GEMM with groups along K: ``d[g] = c[g] + A_g @ B_g^T`` in fp32, for every group g."""
     ...
 
 def k_grouped_fp8_gemm_tn_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, ks_cpu: Optional[collections.abc.Sequence[int]] = None, grouped_layout: Optional[torch.Tensor] = None, c: Optional[torch.Tensor] = None, recipe: tuple[int, int, int] = (1, 1, 128), compiled_dims: str = 'mn', use_psum_layout: bool = False, *, ks: Optional[collections.abc.Sequence[int]] = None, ks_tensor: Optional[torch.Tensor] = None) -> None:
     """:func:`k_grouped_fp8_gemm_nt_contiguous` with A ``[sum(ks_cpu), M]`` and B ``[sum(ks_cpu), N]``"""
+    ...
+
+def m_grouped_bf16_gemm_nn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, grouped_layout: Optional[torch.Tensor] = None, compiled_dims: str = 'nk', use_psum_layout: bool = False, ensure_zero_padding: bool = True, *, m_indices: Optional[torch.Tensor] = None) -> None:
+    """:func:`m_grouped_bf16_gemm_nt_contiguous` with ``b`` given as ``[G, K, N]`` (read MN-major)."""
+    ...
+
+def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, grouped_layout: Optional[torch.Tensor] = None, compiled_dims: str = 'nk', use_psum_layout: bool = False, ensure_zero_padding: bool = True, expected_m_for_psum_layout: Optional[int] = None, *, m_indices: Optional[torch.Tensor] = None) -> None:
+    """MoE grouped BF16 GEMM, groups back to back along M: ``d[rows of g] = a[rows of g] @ b[g].T``."""
+    ...
+
+def m_grouped_bf16_gemm_nt_masked(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, masked_m: torch.Tensor, expected_m: int, compiled_dims: str = 'nk') -> None:
+    """MoE grouped BF16 GEMM with a slot per group: ``d[g, :masked_m[g]] = a[g, :masked_m[g]] @ b[g].T``."""
     ...
 
 def m_grouped_fp8_fp4_gemm_nn_contiguous(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, grouped_layout: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, use_psum_layout: bool = False, ensure_zero_padding: bool = True, *, m_indices: Optional[torch.Tensor] = None) -> None:

@@ -30,6 +30,9 @@ _TENSOR_OPS: dict[str, tuple[str, ...]] = {
     "k_grouped_fp8_gemm_tn_contiguous": ("a", "sfa", "b", "sfb", "d", "ks_tensor", "c"),
     "get_mn_major_tma_aligned_tensor": ("sf",),
     "cublaslt_gemm_nt": ("a", "b", "d", "c"),
+    "bf16_gemm_nt": ("a", "b", "d", "c"),
+    "m_grouped_bf16_gemm_nt_contiguous": ("a", "b", "d", "grouped_layout"),
+    "m_grouped_bf16_gemm_nt_masked": ("a", "b", "d", "masked_m"),
 }
 # The C++ kernels do not depend on the dispatch key they are reached through: CPU's
 # entry is the CompositeExplicitAutograd kernel (Meta's is the Python impl below).

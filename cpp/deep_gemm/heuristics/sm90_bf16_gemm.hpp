@@ -1,0 +1,90 @@
+// Configuration ranking of the SM90 BF16 GEMM kernel (cuda/deep_gemm/impls/sm90_bf16_gemm.cuh):
+// dense and m-grouped, K- or MN-major operands, bf16 or fp32 D. Pure C++17.
+//
+// The kernel keeps the whole K loop in the wgmma accumulators (no promotion), so per 64-wide
+// K block a tile costs the larger of its tensor, shared-memory and L2 terms
+// (sm90_k_block_terms with MmaDtype::kBF16) plus a small wait; tiles, waves and the DRAM
+// floor as in the FP8 model. Not yet calibrated on the H200: the FP8 kernels' constants.
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+#include "sm90_common.hpp"
+
+namespace deep_gemm::heuristics {
+
+constexpr int kSm90Bf16BlockK = 64;  // bf16 elements of K per pipeline stage (one 128-byte row)
+constexpr int kSm90Bf16MaxStages = 8;
+
+struct Sm90Bf16GemmConfig : Sm90GemmConfig {
+    bool staged_d = false;  // bf16 D without C: through the staging tile and TMA stores
+    int swizzle_d = 0;      // staged_d: TMA swizzle of the staging tile (bytes)
+    int gemm_type = 0;      // 0 dense, else an m-grouped GemmType (1 contiguous, 2 masked, 3 psum)
+};
+
+// Mirrors sm90_bf16::SmemLayout<...>::kDynamicBytes (tests/test_smem_layout_mirror.py).
+constexpr int sm90_bf16_smem_bytes(int block_m, int block_n, int stages, bool staged_d) {
+    const int d = staged_d ? sm90_align(block_m * block_n * 2, 1024) : 0;
+    return d + stages * (block_m + block_n) * kSm90Bf16BlockK * 2 + 2 * stages * 8 + 1024;
+}
+
+inline double sm90_bf16_estimate_cycles(const Sm90Bf16GemmConfig& c, int m, int n, int k, int num_groups,
+                                        int out_bytes) {
+    const int num_m = sm90_ceil_div(m, c.block_m), num_n = sm90_ceil_div(n, c.block_n);
+    const long tiles = static_cast<long>(num_m) * num_n * num_groups;
+    const long waves = (tiles + c.grid_x - 1) / c.grid_x;
+    const int slabs = c.block_m / 64;
+    const auto t = sm90_k_block_terms(MmaDtype::kBF16, c.block_m, c.block_n, kSm90Bf16BlockK, slabs, 1.0, 0.0);
+    // One warpgroup has nothing to overlap its waits with (as in the FP8 model).
+    const double one_wg = c.block_m == 64 ? 1.25 : 1.0;
+    const double per_k_block = (std::max({t.tensor, t.smem, t.load}) + 20.0) * one_wg;
+    const double tile = sm90_tile_cycles(sm90_ceil_div(k, kSm90Bf16BlockK), per_k_block, slabs);
+    const double dram = sm90_dram_cycles(m, n, k, 2, out_bytes, num_groups);
+    return sm90_kernel_cycles(waves, tile, dram);
+}
+
+// Every legal configuration for `num_groups` problems of m x n x k on `num_sms` SMs, best
+// first. mn_major_b: B's tile is loaded in 64-column chunks (block_n a multiple of 64).
+// staged_d: a bf16 D without C (a staging tile in shared memory). gemm_type / align_m: the
+// m-grouped forms (contiguous layouts need block_m to divide align_m).
+inline std::vector<Sm90Bf16GemmConfig> rank_sm90_bf16_gemm_configs(int m, int n, int k, int num_sms, bool mn_major_a,
+                                                                   bool mn_major_b, bool staged_d, int out_bytes,
+                                                                   int max_smem_bytes = kSm90MaxSmemBytes,
+                                                                   int num_groups = 1, int gemm_type = 0,
+                                                                   int align_m = 128) {
+    std::vector<Sm90Bf16GemmConfig> out;
+    for (int bm : {64, 128}) {
+        if (gemm_type != 0 && gemm_type != 2 && align_m % bm != 0) continue;
+        for (int bn = 16; bn <= 256; bn += 16) {
+            if (mn_major_b && bn % 64 != 0) continue;
+            Sm90Bf16GemmConfig c;
+            c.block_m = bm;
+            c.block_n = bn;
+            c.block_k = kSm90Bf16BlockK;
+            c.staged_d = staged_d;
+            c.swizzle_d = staged_d ? sm90_epilogue_swizzle(bn * 2) : 0;
+            c.gemm_type = gemm_type;
+            c.num_sms = num_sms;
+            c.num_math_threads = bm / 64 * 128;
+            c.num_threads = c.num_math_threads + 128;
+            int stages = kSm90Bf16MaxStages;
+            while (stages >= 2 && sm90_bf16_smem_bytes(bm, bn, stages, staged_d) > max_smem_bytes) --stages;
+            if (stages < 2) continue;
+            c.stages = stages;
+            c.smem_bytes = sm90_bf16_smem_bytes(bm, bn, stages, staged_d);
+            const long tiles = static_cast<long>(sm90_ceil_div(std::max(m, 1), bm)) * sm90_ceil_div(n, bn) * num_groups;
+            // Masked and psum tile counts live on the GPU: every SM runs.
+            c.grid_x = gemm_type == 2 || gemm_type == 3 ? num_sms : sm90_persistent_grid(tiles, num_sms, 1, true);
+            c.est_cycles = sm90_bf16_estimate_cycles(c, std::max(m, 1), n, k, num_groups, out_bytes);
+            out.push_back(c);
+        }
+    }
+    (void)mn_major_a;  // A's majorness does not change the ranking (its tile is always whole chunks)
+    std::stable_sort(out.begin(), out.end(), [](const Sm90Bf16GemmConfig& a, const Sm90Bf16GemmConfig& b) {
+        return a.est_cycles < b.est_cycles;
+    });
+    return out;
+}
+
+}  // namespace deep_gemm::heuristics

@@ -1,0 +1,190 @@
+// Launcher of the SM90 BF16 GEMM kernel (cuda/deep_gemm/impls/sm90_bf16_gemm.cuh), dense
+// and m-grouped: its kernel spec, JIT source and tensor maps, its key, plan and launch, on
+// the framework of launch/common.hpp.
+//
+// LAUNCH CONTRACT: grid {cfg.grid_x} (persistent), block {cfg.num_threads}, shared
+// cfg.smem_bytes, cluster 1. Kernel arguments:
+//   (uint32 m, uint32 n, uint32 k, CUtensorMap a, CUtensorMap b, CUtensorMap d,
+//    OutT* d, const OutT* c /*may be d, or null*/, uint32 ld_d /*elements*/,
+//    const int* grouped_layout, uint32 num_groups, uint32 align_m)
+//   m: M (dense), M_sum (contiguous, psum) or max rows per group (masked).
+//   Tensor maps (bf16, 128B swizzle): A K-major [rows][K] box 64 x block_m, or MN-major
+//   [K][M] box 64 x 64; B K-major [G * N][K] box 64 x block_n, or MN-major [G * K][N] box
+//   64 x 64; D (staged bf16 only; otherwise A's map stands in, unused) [rows][N] box
+//   swizzle_d / 2 x 64.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "../heuristics/sm90_bf16_gemm.hpp"
+#include "common.hpp"
+
+namespace deep_gemm::launch {
+
+struct Sm90Bf16Problem {
+  int m = 0, n = 0, k = 0;
+  int compiled_m = 0, compiled_n = 0, compiled_k = 0;  // 0 = runtime argument
+  int device = 0;
+  bool mn_major_a = false, mn_major_b = false;
+  bool fp32_out = false, with_c = false;
+  int gemm_type = 0;              // 0 dense, 1 contiguous, 2 masked, 3 psum
+  int num_groups = 1;
+  int m_for_config = 0, groups_for_config = 1;  // how the heuristics cost it
+  int align_m = 1;
+  const void* a = nullptr;
+  const void* b = nullptr;
+  const void* c = nullptr;
+  void* d = nullptr;
+  const int* layout = nullptr;
+  // Pitches in bytes of the operands' outer dimension (K-major: row pitch; MN-major: the
+  // pitch between K rows), and D's row pitch in elements. a_rows: A's rows as a 2-D view.
+  uint64_t lda_bytes = 0, ldb_bytes = 0, ld_d = 0;
+  uint64_t a_rows = 0, d_rows = 0;
+};
+
+// What one compiled kernel is.
+struct Sm90Bf16KernelSpec {
+  uint32_t compiled_m = 0, compiled_n = 0, compiled_k = 0;
+  uint32_t block_m = 128, block_n = 128, stages = 4, group_n = 16;
+  bool mn_major_a = false, mn_major_b = false, fp32_out = false, with_c = false;
+  int gemm_type = 0;
+  int smem_bytes = 0;
+};
+
+inline std::string sm90_bf16_kernel_name(const Sm90Bf16KernelSpec& s) {
+  static const char* tags[] = {"", "_mgc", "_mgm", "_mgp"};
+  const auto u = [](uint32_t v) { return std::to_string(v); };
+  // The layout letters as the API names them: A K-major 'n', MN-major 't'; B K-major 't', MN-major 'n'.
+  const std::string layout = std::string(s.mn_major_a ? "t" : "n") + (s.mn_major_b ? "n" : "t");
+  return "sm90_bf16_gemm_" + layout + tags[s.gemm_type >= 0 && s.gemm_type <= 3 ? s.gemm_type : 0] +
+         (s.fp32_out ? "_f32" : "_bf16") + (s.with_c ? "_c" : "") + "_m" + u(s.compiled_m) + "n" + u(s.compiled_n) + "k" +
+         u(s.compiled_k) + "_b" + u(s.block_m) + "x" + u(s.block_n) + "_s" + u(s.stages) + "_g" + u(s.group_n);
+}
+
+inline std::string sm90_bf16_kernel_source(const Sm90Bf16KernelSpec& s) {
+  const char* out_t = s.fp32_out ? "float" : "__nv_bfloat16";
+  TemplateArgs t;
+  t.always(s.compiled_m).always(s.compiled_n).always(s.compiled_k).always(s.block_m).always(s.block_n);
+  t.always(s.stages).always(s.group_n).always_bool(s.mn_major_a).always_bool(s.mn_major_b);
+  t.always(std::string(out_t)).always_bool(s.with_c);
+  t.trailing(std::string("deep_gemm::GemmType::") + (s.gemm_type == 1   ? "kMGroupedContiguous"
+                                                      : s.gemm_type == 2 ? "kMGroupedMasked"
+                                                      : s.gemm_type == 3 ? "kMGroupedContiguousPsum"
+                                                                         : "kNormal"),
+             s.gemm_type == 0);
+  std::string code = smem_bytes_define(s.smem_bytes);
+  code += "#include <deep_gemm/impls/sm90_bf16_gemm.cuh>\n\n";
+  code += "extern \"C\" __global__ void __launch_bounds__(384, 1)\n";
+  code += sm90_bf16_kernel_name(s) + "(uint32_t m, uint32_t n, uint32_t k,\n"
+          "         const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,\n"
+          "         const __grid_constant__ CUtensorMap tmap_d, " + out_t + "* d, const " + out_t + "* c, uint32_t ld_d,\n"
+          "         const int* grouped_layout, uint32_t num_groups, uint32_t align_m) {\n";
+  code += "    deep_gemm::sm90_bf16_gemm_impl<" + t.str() +
+          ">(\n        m, n, k, &tmap_a, &tmap_b, &tmap_d, d, c, ld_d, grouped_layout, num_groups, align_m);\n}\n";
+  return code;
+}
+
+// The tensor maps of a launch, in argument order (a, b, d).
+inline std::vector<Sm90TensorMapSpec> sm90_bf16_tensor_maps(const h::Sm90Bf16GemmConfig& c, const Sm90Bf16Problem& p) {
+  const uint64_t k = static_cast<uint64_t>(p.k), n = static_cast<uint64_t>(p.n);
+  const uint64_t g = static_cast<uint64_t>(p.num_groups);
+  std::vector<Sm90TensorMapSpec> maps;
+  if (p.mn_major_a)
+    maps.push_back({"a", Sm90TmaDtype::kBF16, p.a_rows, k, p.lda_bytes, 64, 64, 128});
+  else
+    maps.push_back({"a", Sm90TmaDtype::kBF16, k, p.a_rows, p.lda_bytes, 64, static_cast<uint32_t>(c.block_m), 128});
+  if (p.mn_major_b)
+    maps.push_back({"b", Sm90TmaDtype::kBF16, n, k * g, p.ldb_bytes, 64, 64, 128});
+  else
+    maps.push_back({"b", Sm90TmaDtype::kBF16, k, n * g, p.ldb_bytes, 64, static_cast<uint32_t>(c.block_n), 128});
+  if (c.staged_d)
+    maps.push_back({"d", Sm90TmaDtype::kBF16, n, p.d_rows, p.ld_d * 2, static_cast<uint32_t>(c.swizzle_d / 2), 64,
+                    c.swizzle_d});
+  else
+    maps.push_back(maps[0]);  // not read by the kernel: A's map keeps the argument valid
+  return maps;
+}
+
+namespace detail {
+
+struct Bf16ConfigKey {
+  int m, n, k, compiled_m, compiled_n, compiled_k, num_sms, mult_m, mult_n, device;
+  bool mn_major_a, mn_major_b, fp32_out, with_c;
+  int gemm_type, m_for_config, groups_for_config, align_m;
+  bool operator==(const Bf16ConfigKey&) const = default;
+  size_t hash() const {
+    return hash_fields({m, n, k, compiled_m, compiled_n, compiled_k, num_sms, mult_m, mult_n, device, int(mn_major_a),
+                        int(mn_major_b), int(fp32_out), int(with_c), gemm_type, m_for_config, groups_for_config,
+                        align_m});
+  }
+};
+
+inline h::Sm90Bf16GemmConfig choose_bf16_config(const Bf16ConfigKey& key, int max_smem) {
+  const bool staged = !key.fp32_out && !key.with_c;
+  for (const auto& c : h::rank_sm90_bf16_gemm_configs(key.m_for_config, key.n, key.k, key.num_sms, key.mn_major_a,
+                                                      key.mn_major_b, staged, key.fp32_out ? 4 : 2, max_smem,
+                                                      key.groups_for_config, key.gemm_type, key.align_m)) {
+    if (c.block_m % key.mult_m == 0 && c.block_n % key.mult_n == 0) return c;
+  }
+  throw std::runtime_error(deep_jit::detail::cat("deep_gemm: no SM90 BF16 GEMM configuration has block sizes that are "
+                                                 "multiples of (", key.mult_m, ", ", key.mult_n,
+                                                 ") as set_block_size_multiple_of asks"));
+}
+
+}  // namespace detail
+
+inline Plan<h::Sm90Bf16GemmConfig> plan_sm90_bf16_gemm(const detail::Bf16ConfigKey& key, int max_smem) {
+  const auto cfg = detail::choose_bf16_config(key, max_smem);
+  Sm90Bf16KernelSpec s;
+  s.compiled_m = static_cast<uint32_t>(key.compiled_m);
+  s.compiled_n = static_cast<uint32_t>(key.compiled_n);
+  s.compiled_k = static_cast<uint32_t>(key.compiled_k);
+  s.block_m = static_cast<uint32_t>(cfg.block_m);
+  s.block_n = static_cast<uint32_t>(cfg.block_n);
+  s.stages = static_cast<uint32_t>(cfg.stages);
+  s.group_n = static_cast<uint32_t>(cfg.group_n);
+  s.mn_major_a = key.mn_major_a;
+  s.mn_major_b = key.mn_major_b;
+  s.fp32_out = key.fp32_out;
+  s.with_c = key.with_c;
+  s.gemm_type = key.gemm_type;
+  s.smem_bytes = cfg.smem_bytes;
+  const std::string name = sm90_bf16_kernel_name(s);
+  return {cfg, JitContext::get().source(name, sm90_bf16_kernel_source(s), name)};
+}
+
+class Sm90Bf16GemmLauncher {
+ public:
+  static Sm90Bf16GemmLauncher& get() {
+    static Sm90Bf16GemmLauncher instance;
+    return instance;
+  }
+
+  void run(const Sm90Bf16Problem& p, const char* op) {
+    const auto& rt = DeviceRuntime::get();
+    const auto [mult_m, mult_n] = rt.block_size_multiple_of();
+    const detail::Bf16ConfigKey key{p.m,          p.n,          p.k,        p.compiled_m, p.compiled_n,
+                                    p.compiled_k, rt.num_sms(p.device), mult_m, mult_n, p.device,
+                                    p.mn_major_a, p.mn_major_b, p.fp32_out, p.with_c,     p.gemm_type,
+                                    p.m_for_config, p.groups_for_config, p.align_m};
+    const auto& e = cache_.get(key, p.device, op, plan_sm90_bf16_gemm, [&](const h::Sm90Bf16GemmConfig& c) {
+      return deep_jit::detail::cat(op, " m=", p.m, " n=", p.n, " k=", p.k, " -> block ", c.block_m, "x", c.block_n, ", ",
+                                   c.stages, " stages, grid ", c.grid_x, ", smem ", c.smem_bytes, " B");
+    });
+    const auto specs = sm90_bf16_tensor_maps(e.cfg, p);
+    const CUtensorMap ma = encode_tensor_map(specs[0], p.a);
+    const CUtensorMap mb = encode_tensor_map(specs[1], p.b);
+    const CUtensorMap md = encode_tensor_map(specs[2], specs[2].operand[0] == 'd' ? p.d : p.a);
+    const auto lc = persistent_launch(e.cfg, DeviceRuntime::get().pdl());
+    const auto m = static_cast<uint32_t>(p.m), n = static_cast<uint32_t>(p.n), k = static_cast<uint32_t>(p.k);
+    const auto ld_d = static_cast<uint32_t>(p.ld_d);
+    const auto groups = static_cast<uint32_t>(p.num_groups), align = static_cast<uint32_t>(p.align_m);
+    deep_jit::launch(*e.kernel, lc, m, n, k, ma, mb, md, p.d, p.c, ld_d, p.layout, groups, align);
+  }
+
+ private:
+  KernelCache<detail::Bf16ConfigKey, h::Sm90Bf16GemmConfig> cache_;
+};
+
+}  // namespace deep_gemm::launch

@@ -1,0 +1,288 @@
+// Ops: BF16 GEMMs on SM90 (API.md: bf16_gemm_*, m_grouped_bf16_gemm_*), D = C + A @ B^T with
+// FP32 accumulation. The nn/tn/tt views, aliases and Python-level checks are in
+// deep_gemm/_bf16_gemm.py.
+//   bf16_gemm_nt: A [M, K] and B [N, K], each K-major or MN-major (wgmma reads either: no
+//     transpose pass), D [M, N] bf16 or fp32 row-major, C None or D's dtype and layout (may be D).
+//   m_grouped_bf16_gemm_nt_contiguous: A [M_sum, K] K-major, B [G, N, K] K-major or MN-major
+//     (a transposed view of [G, K, N]), D [M_sum, N] bf16, grouped_layout as the FP8 op's.
+//   m_grouped_bf16_gemm_nt_masked: A [G, max_m, K], B as above, D [G, max_m, N] bf16.
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+
+#include <optional>
+#include <string>
+
+#include "../launch/sm90_bf16_gemm.hpp"
+#include "op_args.hpp"
+#include "../torch/tensor_checks.hpp"
+
+namespace deep_gemm::ops {
+namespace {
+
+// One operand's majorness and the pitch (bytes) of its outer dimension in memory: K-major
+// X [rows, K] steps rows by stride(-2); MN-major steps K by stride(-1) (its rows are contiguous).
+struct Bf16Operand {
+  bool mn_major;
+  uint64_t pitch_bytes;
+};
+
+Bf16Operand bf16_operand(const Tensor& x, const char* name, const char* op) {
+  const int64_t d = x.dim();
+  const int64_t rows = x.size(d - 2), k = x.size(d - 1);
+  const bool k_major = x.stride(d - 1) == 1 || k == 1;
+  const bool mn_major = x.stride(d - 2) == 1 || rows == 1;
+  check_arg(k_major || mn_major, op, name, " must be K-major (stride(-1) == 1) or MN-major (stride(-2) == 1), got strides ",
+            stride_str(x));
+  const Bf16Operand out = k_major ? Bf16Operand{false, static_cast<uint64_t>(rows > 1 ? x.stride(d - 2) : k) * 2}
+                                  : Bf16Operand{true, static_cast<uint64_t>(k > 1 ? x.stride(d - 1) : rows) * 2};
+  check_arg(out.pitch_bytes % 16 == 0, op, name, "'s ", out.mn_major ? "K" : "row", " pitch must be a multiple of 16 bytes "
+            "for the TMA, got ", out.pitch_bytes, " bytes (strides ", stride_str(x), ")");
+  check_arg(reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0 || is_meta(x), op, name,
+            "'s data must be 16-byte aligned for the TMA");
+  return out;
+}
+
+void bf16_gemm_nt(Tensor a, Tensor b, Tensor d, std::optional<Tensor> c, std::string compiled_dims) {
+  constexpr const char* op = "bf16_gemm_nt";
+  const ArgChecker chk(op);
+  const CompiledDims cd = parse_compiled_dims(compiled_dims, op);
+  chk.dim({a, "a"}, 2);
+  chk.dim({b, "b"}, 2);
+  chk.dim({d, "d"}, 2);
+  chk.dtype({a, "a"}, ScalarType::BFloat16);
+  chk.dtype({b, "b"}, ScalarType::BFloat16);
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(0);
+  chk.size({b, "b"}, 1, k, "K, from a.shape[1]");
+  chk.size({d, "d"}, 0, m, "M, from a.shape[0]");
+  chk.size({d, "d"}, 1, n, "N, from b.shape[0]");
+  chk.below_2_31({{"M", m}, {"N", n}, {"K", k}});
+  const bool fp32_out = d.scalar_type() == ScalarType::Float;
+  check_arg(fp32_out || d.scalar_type() == ScalarType::BFloat16, op, "d must be torch.bfloat16 or torch.float32, got ",
+            dtype_name(d.scalar_type()));
+  const bool c_is_d = c.has_value() && c->data_ptr() == d.data_ptr();
+  if (c.has_value()) {
+    check_arg(c->scalar_type() == d.scalar_type(), op, "c must have d's dtype ", dtype_name(d.scalar_type()), ", got ",
+              dtype_name(c->scalar_type()));
+    chk.dim({*c, "c"}, 2);
+    chk.size({*c, "c"}, 0, m, "M");
+    chk.size({*c, "c"}, 1, n, "N");
+  }
+  const auto check_devices = [&] {
+    chk.same_cuda_device({{a, "a"}, {b, "b"}, {d, "d"}});
+    if (c.has_value()) chk.same_cuda_device({{d, "d"}, {*c, "c"}});
+  };
+  if (m == 0 || n == 0) return check_devices();
+  chk.distinct_elements({{a, "a"}, {b, "b"}, {d, "d"}});
+  chk.inner_contiguous({d, "d"}, "row-major");
+  if (c.has_value()) {
+    chk.distinct_elements({*c, "c"});
+    check_arg((c->stride(1) == 1 || n == 1) && (c->stride(0) == d.stride(0) || m == 1), op,
+              "c must have d's layout (row-major, row stride ", d.stride(0), "), got strides ", stride_str(*c));
+    if (!c_is_d) chk.no_overlap({d, "d"}, {{*c, "c"}});
+  }
+  chk.no_overlap({d, "d"}, {{a, "a"}, {b, "b"}});
+  chk.tma_aligned({d, "d"});
+  const bool staged = !fp32_out && !c.has_value();
+  if (staged) chk.tma_store_columns({d, "d"}, n);
+  else check_arg(m == 1 || d.stride(0) % 2 == 0, op, "d's row stride must be even (column pairs are stored), got ", d.stride(0));
+  check_devices();
+  const Bf16Operand oa = bf16_operand(a, "a", op), ob = bf16_operand(b, "b", op);
+  if (is_meta(d)) return;
+  if (k == 0) {  // no product: D = C, or zeros
+    if (!c.has_value()) torch::stable::zero_(d);
+    else if (!c_is_d) torch::stable::copy_(d, *c);
+    return;
+  }
+  launch::Sm90Bf16Problem p;
+  p.m = static_cast<int>(m);
+  p.n = static_cast<int>(n);
+  p.k = static_cast<int>(k);
+  p.compiled_m = cd.m ? p.m : 0;
+  p.compiled_n = cd.n ? p.n : 0;
+  p.compiled_k = cd.k ? p.k : 0;
+  p.device = d.get_device_index();
+  p.mn_major_a = oa.mn_major;
+  p.mn_major_b = ob.mn_major;
+  p.fp32_out = fp32_out;
+  p.with_c = c.has_value();
+  p.m_for_config = p.m;
+  p.a = a.data_ptr();
+  p.b = b.data_ptr();
+  p.c = c.has_value() ? c->data_ptr() : nullptr;
+  p.d = d.data_ptr();
+  p.lda_bytes = oa.pitch_bytes;
+  p.ldb_bytes = ob.pitch_bytes;
+  p.ld_d = tma_row_pitch(d);
+  p.a_rows = static_cast<uint64_t>(m);
+  p.d_rows = static_cast<uint64_t>(m);
+  launch::Sm90Bf16GemmLauncher::get().run(p, op);
+}
+
+void check_group_index(const ArgChecker& chk, const Tensor& t, const char* name, int64_t len, const char* what,
+                       const char* op) {
+  check_arg(!t.is_cpu(), op, name, " must live on the GPU (the kernel reads it there and the host never does), got a "
+            "CPU tensor");
+  chk.dtype({t, name}, ScalarType::Int);
+  chk.dim({t, name}, 1);
+  chk.size({t, name}, 0, len, what);
+  check_arg(t.stride(0) == 1 || len <= 1, op, name, " must be contiguous, got strides ", stride_str(t));
+}
+
+// B [G, N, K] (K-major, or MN-major: a transposed view of [G, K, N]), groups back to back.
+Bf16Operand check_grouped_b(const ArgChecker& chk, const Tensor& b, int64_t g, int64_t n, int64_t k, const char* op) {
+  chk.dtype({b, "b"}, ScalarType::BFloat16);
+  chk.dim({b, "b"}, 3);
+  chk.size({b, "b"}, 2, k, "K, from a.shape[-1]");
+  check_arg(g > 0, op, "b must hold at least one group, got shape ", shape_str(b));
+  const Bf16Operand ob = bf16_operand(b, "b", op);
+  const int64_t group_elems = ob.mn_major ? k * b.stride(2) : n * b.stride(1);
+  check_arg(g <= 1 || b.stride(0) == group_elems, op, "b's groups must be packed back to back (b.stride(0) == ",
+            group_elems, "), got strides ", stride_str(b));
+  check_arg(n * g < (int64_t(1) << 31) && k * g < (int64_t(1) << 31), op, "G * N and G * K must be below 2^31");
+  return ob;
+}
+
+void fill_grouped(launch::Sm90Bf16Problem& p, const CompiledDims& cd, const Tensor& a, const Tensor& b, const Tensor& d,
+                  const Bf16Operand& ob, int64_t rows, int64_t m, int64_t n, int64_t k, int64_t g) {
+  p.m = static_cast<int>(m);
+  p.n = static_cast<int>(n);
+  p.k = static_cast<int>(k);
+  p.compiled_m = cd.m ? p.m : 0;
+  p.compiled_n = cd.n ? p.n : 0;
+  p.compiled_k = cd.k ? p.k : 0;
+  p.device = d.get_device_index();
+  p.mn_major_b = ob.mn_major;
+  p.num_groups = static_cast<int>(g);
+  p.a = a.data_ptr();
+  p.b = b.data_ptr();
+  p.d = d.data_ptr();
+  p.lda_bytes = tma_row_pitch(a) * 2;
+  p.ldb_bytes = ob.pitch_bytes;
+  p.ld_d = tma_row_pitch(d);
+  p.a_rows = static_cast<uint64_t>(rows);
+  p.d_rows = static_cast<uint64_t>(rows);
+}
+
+void m_grouped_bf16_gemm_nt_contiguous(Tensor a, Tensor b, Tensor d, Tensor grouped_layout, std::string compiled_dims,
+                                       bool use_psum_layout, std::optional<int64_t> expected_m_for_psum_layout,
+                                       bool ensure_zero_padding) {
+  constexpr const char* op = "m_grouped_bf16_gemm_nt_contiguous";
+  const ArgChecker chk(op);
+  const CompiledDims cd = parse_compiled_dims(compiled_dims, op);
+  chk.dim({a, "a"}, 2);
+  chk.dim({d, "d"}, 2);
+  chk.dtype({a, "a"}, ScalarType::BFloat16);
+  chk.dtype({d, "d"}, ScalarType::BFloat16);
+  const int64_t m = a.size(0), k = a.size(1);
+  chk.dim({b, "b"}, 3);
+  const int64_t g = b.size(0), n = b.size(1);
+  chk.size({d, "d"}, 0, m, "M_sum, from a.shape[0]");
+  chk.size({d, "d"}, 1, n, "N, from b.shape[1]");
+  chk.below_2_31({{"M_sum", m}, {"N", n}, {"K", k}});
+  check_arg(k > 0 && k % 64 == 0, op, "K must be a positive multiple of 64 (one BF16 K block), got K = ", k);
+  const Bf16Operand ob = check_grouped_b(chk, b, g, n, k, op);
+  const int64_t align = DeviceRuntime::get().mk_alignment_for_contiguous_layout();
+  if (use_psum_layout) {
+    check_group_index(chk, grouped_layout, "grouped_layout", g,
+                      "the number of groups, from b.shape[0]: with use_psum_layout=True it holds each group's end row", op);
+    if (expected_m_for_psum_layout.has_value())
+      check_arg(*expected_m_for_psum_layout > 0 && *expected_m_for_psum_layout < (int64_t(1) << 31), op,
+                "expected_m_for_psum_layout must be in [1, 2^31), got ", *expected_m_for_psum_layout);
+  } else {
+    check_arg(!expected_m_for_psum_layout.has_value(), op,
+              "expected_m_for_psum_layout needs use_psum_layout=True (the index layout is costed from M_sum)");
+    check_group_index(chk, grouped_layout, "grouped_layout", m, "M_sum, from a.shape[0]: the group index of each row", op);
+    check_arg(m % align == 0, op, "M_sum (a.shape[0] = ", m, ") must be a multiple of the contiguous-layout alignment ",
+              align, " (get_mk_alignment_for_contiguous_layout())");
+  }
+  const auto check_devices = [&] {
+    chk.same_cuda_device({{a, "a"}, {b, "b"}, {d, "d"}, {grouped_layout, "grouped_layout"}});
+  };
+  if (m == 0 || n == 0) return check_devices();
+  chk.distinct_elements({{a, "a"}, {b, "b"}, {d, "d"}});
+  chk.inner_contiguous({a, "a"}, "K-major (the m-grouped BF16 kernel reads K-major A)");
+  chk.inner_contiguous({d, "d"}, "row-major");
+  chk.tma_aligned({a, "a"});
+  chk.tma_aligned({d, "d"});
+  chk.tma_store_columns({d, "d"}, n);
+  chk.no_overlap({d, "d"}, {{a, "a"}, {b, "b"}, {grouped_layout, "grouped_layout"}});
+  check_devices();
+  if (is_meta(d)) return;
+  if (use_psum_layout && ensure_zero_padding) torch::stable::zero_(d);  // rows outside the groups read zero
+  launch::Sm90Bf16Problem p;
+  fill_grouped(p, cd, a, b, d, ob, m, m, n, k, g);
+  p.gemm_type = use_psum_layout ? 3 : 1;
+  const bool per_group = use_psum_layout && expected_m_for_psum_layout.has_value();
+  p.m_for_config = per_group ? static_cast<int>(*expected_m_for_psum_layout) : p.m;
+  p.groups_for_config = per_group ? p.num_groups : 1;
+  p.align_m = static_cast<int>(align);
+  p.layout = static_cast<const int*>(grouped_layout.data_ptr());
+  launch::Sm90Bf16GemmLauncher::get().run(p, op);
+}
+
+void m_grouped_bf16_gemm_nt_masked(Tensor a, Tensor b, Tensor d, Tensor masked_m, int64_t expected_m,
+                                   std::string compiled_dims) {
+  constexpr const char* op = "m_grouped_bf16_gemm_nt_masked";
+  const ArgChecker chk(op);
+  const CompiledDims cd = parse_compiled_dims(compiled_dims, op);
+  check_arg(expected_m > 0 && expected_m < (int64_t(1) << 31), op,
+            "expected_m must be in [1, 2^31) (the typical valid rows per group), got ", expected_m);
+  chk.dim({a, "a"}, 3);
+  chk.dim({d, "d"}, 3);
+  chk.dtype({a, "a"}, ScalarType::BFloat16);
+  chk.dtype({d, "d"}, ScalarType::BFloat16);
+  const int64_t g = a.size(0), max_m = a.size(1), k = a.size(2);
+  chk.dim({b, "b"}, 3);
+  const int64_t n = b.size(1);
+  chk.size({b, "b"}, 0, g, "the number of groups, from a.shape[0]");
+  chk.size({d, "d"}, 0, g, "the number of groups, from a.shape[0]");
+  chk.size({d, "d"}, 1, max_m, "max_m, from a.shape[1]");
+  chk.size({d, "d"}, 2, n, "N, from b.shape[1]");
+  chk.below_2_31({{"G * max_m", g * max_m}, {"N", n}, {"K", k}});
+  check_arg(k > 0 && k % 64 == 0, op, "K must be a positive multiple of 64 (one BF16 K block), got K = ", k);
+  const Bf16Operand ob = check_grouped_b(chk, b, g, n, k, op);
+  check_group_index(chk, masked_m, "masked_m", g, "the number of groups, from a.shape[0]", op);
+  const auto check_devices = [&] {
+    chk.same_cuda_device({{a, "a"}, {b, "b"}, {d, "d"}, {masked_m, "masked_m"}});
+  };
+  if (max_m == 0 || n == 0) return check_devices();
+  chk.distinct_elements({{a, "a"}, {b, "b"}, {d, "d"}});
+  chk.inner_contiguous({a, "a"}, "K-major");
+  chk.inner_contiguous({d, "d"}, "row-major");
+  check_arg(g <= 1 || a.stride(0) == max_m * a.stride(1), op, "a's groups must be packed (a.stride(0) == max_m * "
+            "a.stride(1)), got strides ", stride_str(a));
+  check_arg(g <= 1 || d.stride(0) == max_m * d.stride(1), op, "d's groups must be packed (d.stride(0) == max_m * "
+            "d.stride(1)), got strides ", stride_str(d));
+  chk.tma_aligned({a, "a"});
+  chk.tma_aligned({d, "d"});
+  chk.tma_store_columns({d, "d"}, n);
+  chk.no_overlap({d, "d"}, {{a, "a"}, {b, "b"}, {masked_m, "masked_m"}});
+  check_devices();
+  if (is_meta(d)) return;
+  launch::Sm90Bf16Problem p;
+  fill_grouped(p, cd, a, b, d, ob, g * max_m, max_m, n, k, g);
+  p.gemm_type = 2;
+  p.m_for_config = static_cast<int>(expected_m);
+  p.groups_for_config = static_cast<int>(g);
+  p.align_m = 1;
+  p.layout = static_cast<const int*>(masked_m.data_ptr());
+  launch::Sm90Bf16GemmLauncher::get().run(p, op);
+}
+
+}  // namespace
+}  // namespace deep_gemm::ops
+
+STABLE_TORCH_LIBRARY_FRAGMENT(deep_gemm, m) {
+  m.def("bf16_gemm_nt(Tensor a, Tensor b, Tensor(a!) d, Tensor? c=None, str compiled_dims=\"nk\") -> ()");
+  m.def("m_grouped_bf16_gemm_nt_contiguous(Tensor a, Tensor b, Tensor(a!) d, Tensor grouped_layout, "
+        "str compiled_dims=\"nk\", bool use_psum_layout=False, int? expected_m_for_psum_layout=None, "
+        "bool ensure_zero_padding=False) -> ()");
+  m.def("m_grouped_bf16_gemm_nt_masked(Tensor a, Tensor b, Tensor(a!) d, Tensor masked_m, int expected_m, "
+        "str compiled_dims=\"nk\") -> ()");
+}
+
+STABLE_TORCH_LIBRARY_IMPL(deep_gemm, CompositeExplicitAutograd, m) {
+  m.impl("bf16_gemm_nt", TORCH_BOX(&deep_gemm::ops::bf16_gemm_nt));
+  m.impl("m_grouped_bf16_gemm_nt_contiguous", TORCH_BOX(&deep_gemm::ops::m_grouped_bf16_gemm_nt_contiguous));
+  m.impl("m_grouped_bf16_gemm_nt_masked", TORCH_BOX(&deep_gemm::ops::m_grouped_bf16_gemm_nt_masked));
+}

@@ -1,0 +1,245 @@
+"""BF16 GEMMs on SM90 (bf16_gemm_*, m_grouped_bf16_gemm_*, k_grouped_bf16_gemm_tn_contiguous):
+argument checks on meta tensors (CI), and on an SM90 GPU every layout and output dtype against
+a float reference with the output poisoned (NaN) first, accumulation in place, the grouped and
+masked forms (one CUDA graph replayed with new masked_m), and k-grouped with an empty group."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+import deep_gemm
+from deep_gemm.testing import calc_diff
+
+BF16, F32, I32 = torch.bfloat16, torch.float32, torch.int32
+LAYOUTS = ("nt", "nn", "tn", "tt")
+
+
+def _meta(*shape, dtype=BF16):
+    return torch.empty(*shape, dtype=dtype, device="meta")
+
+
+def _operands(layout, m, n, k, make):
+    a = make(k, m) if layout[0] == "t" else make(m, k)
+    b = make(n, k) if layout[1] == "t" else make(k, n)
+    return a, b
+
+
+def _logical(layout, a, b):
+    """A [M, K] and B [N, K] as floats, whatever the layout."""
+    a = a.float().t() if layout[0] == "t" else a.float()
+    b = b.float() if layout[1] == "t" else b.float().t()
+    return a, b
+
+
+# ---- arguments (CI) --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_layouts_accept_their_shapes(layout):
+    a, b = _operands(layout, 64, 48, 128, lambda *s: _meta(*s))
+    fn = getattr(deep_gemm, f"bf16_gemm_{layout}")
+    fn(a, b, _meta(64, 48))
+    fn(a, b, _meta(64, 48, dtype=F32), _meta(64, 48, dtype=F32))
+
+
+def test_grouped_forms_accept_their_shapes():
+    a, d = _meta(256, 128), _meta(256, 64)
+    idx, ends = _meta(256, dtype=I32), _meta(2, dtype=I32)
+    deep_gemm.m_grouped_bf16_gemm_nt_contiguous(a, _meta(2, 64, 128), d, idx)
+    deep_gemm.m_grouped_bf16_gemm_nt_contiguous(a, _meta(2, 64, 128), d, ends, use_psum_layout=True,
+                                                expected_m_for_psum_layout=100)
+    deep_gemm.m_grouped_bf16_gemm_nn_contiguous(a, _meta(2, 128, 64), d, m_indices=idx)
+    deep_gemm.m_grouped_bf16_gemm_nt_masked(_meta(2, 64, 128), _meta(2, 64, 128), _meta(2, 64, 64), ends, 32)
+    deep_gemm.bf16_m_grouped_gemm_nt_masked(_meta(2, 64, 128), _meta(2, 128, 64).transpose(1, 2), _meta(2, 64, 64),
+                                            ends, 32)
+
+
+BAD = {
+    "fp16 a": (lambda: deep_gemm.bf16_gemm_nt(_meta(64, 128, dtype=torch.float16), _meta(48, 128), _meta(64, 48)),
+               "a must be torch.bfloat16"),
+    "k mismatch": (lambda: deep_gemm.bf16_gemm_nt(_meta(64, 128), _meta(48, 64), _meta(64, 48)), "K, from a"),
+    "fp16 d": (lambda: deep_gemm.bf16_gemm_nt(_meta(64, 128), _meta(48, 128), _meta(64, 48, dtype=torch.float16)),
+               "d must be torch.bfloat16 or torch.float32"),
+    "c dtype": (lambda: deep_gemm.bf16_gemm_nt(_meta(64, 128), _meta(48, 128), _meta(64, 48), _meta(64, 48, dtype=F32)),
+                "c must have d's dtype"),
+    "c layout": (lambda: deep_gemm.bf16_gemm_nt(_meta(64, 128), _meta(48, 128), _meta(64, 48, dtype=F32),
+                                                _meta(64, 64, dtype=F32)[:, :48]), "c must have d's layout"),
+    "no unit stride": (lambda: deep_gemm.bf16_gemm_nt(_meta(64, 256)[:, ::2], _meta(48, 128), _meta(64, 48)),
+                       "K-major .* or MN-major"),
+    "odd pitch": (lambda: deep_gemm.bf16_gemm_nt(_meta(64, 130)[:, :128], _meta(48, 128), _meta(64, 48)),
+                  "multiple of 16 bytes"),
+    "column-major d": (lambda: deep_gemm.bf16_gemm_nt(_meta(64, 128), _meta(48, 128), _meta(48, 64).T), "row-major"),
+    "broadcast d": (lambda: deep_gemm.bf16_gemm_nt(_meta(64, 128), _meta(48, 128), _meta(1, 48).expand(64, 48)), "d"),
+    "grouped k tail": (lambda: deep_gemm.m_grouped_bf16_gemm_nt_contiguous(
+        _meta(256, 96), _meta(2, 64, 96), _meta(256, 64), _meta(256, dtype=I32)), "multiple of 64"),
+    "grouped layout length": (lambda: deep_gemm.m_grouped_bf16_gemm_nt_contiguous(
+        _meta(256, 128), _meta(2, 64, 128), _meta(256, 64), _meta(128, dtype=I32)), "M_sum"),
+    "grouped fp32 d": (lambda: deep_gemm.m_grouped_bf16_gemm_nt_contiguous(
+        _meta(256, 128), _meta(2, 64, 128), _meta(256, 64, dtype=F32), _meta(256, dtype=I32)), "torch.bfloat16"),
+    "masked groups": (lambda: deep_gemm.m_grouped_bf16_gemm_nt_masked(
+        _meta(2, 64, 128), _meta(3, 64, 128), _meta(2, 64, 64), _meta(2, dtype=I32), 32), "number of groups"),
+    "masked expected_m": (lambda: deep_gemm.m_grouped_bf16_gemm_nt_masked(
+        _meta(2, 64, 128), _meta(2, 64, 128), _meta(2, 64, 64), _meta(2, dtype=I32), 0), "expected_m"),
+    "k-grouped ks": (lambda: deep_gemm.k_grouped_bf16_gemm_tn_contiguous(
+        _meta(256, 64), _meta(256, 32), _meta(2, 64, 32, dtype=F32), [128], _meta(2, dtype=I32)), "ks_cpu has 1"),
+    "k-grouped psum": (lambda: deep_gemm.k_grouped_bf16_gemm_tn_contiguous(
+        _meta(256, 64), _meta(256, 32), _meta(2, 64, 32, dtype=F32), [128, 128], _meta(2, dtype=I32),
+        use_psum_layout=True), "not supported on SM90"),
+    "cpu operands": (lambda: deep_gemm.bf16_gemm_nt(torch.empty(64, 128, dtype=BF16), torch.empty(48, 128, dtype=BF16),
+                                                    torch.empty(64, 48, dtype=BF16)), "CUDA tensor"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_raises_clearly(case):
+    fn, pattern = BAD[case]
+    with pytest.raises((RuntimeError, TypeError, ValueError), match=pattern):
+        fn()
+
+
+# ---- correctness (GPU) -----------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _exact_fp32_matmul():
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def _randn(*shape):
+    return torch.randn(*shape, device="cuda", dtype=BF16)
+
+
+# Upstream's shapes (a subset of M per (N, K), to bound the JIT compiles of one run), K tails.
+SHAPES = [(128, 2112, 7168), (4096, 576, 7168), (1, 24576, 1536), (4096, 7168, 2048), (129, 4096, 200)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("out", [BF16, F32])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_matches_reference(m, n, k, layout, out):
+    torch.manual_seed(m + n + k)
+    a, b = _operands(layout, m, n, k, _randn)
+    d = torch.full((m, n), float("nan"), device="cuda", dtype=out)
+    getattr(deep_gemm, f"bf16_gemm_{layout}")(a, b, d)
+    torch.cuda.synchronize()
+    la, lb = _logical(layout, a, b)
+    assert not d.isnan().any()
+    assert calc_diff(d, la @ lb.t()) < 1e-5
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [256, 7168, 129280])
+def test_fp32_out_wide(n):
+    m, k = 128, 7168
+    a, b = _randn(m, k), _randn(n, k)
+    d = torch.full((m, n), float("nan"), device="cuda", dtype=F32)
+    deep_gemm.bf16_gemm_nt(a, b, d)
+    torch.cuda.synchronize()
+    assert calc_diff(d, a.float() @ b.float().t()) < 1e-5
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("out", [BF16, F32])
+@pytest.mark.parametrize("mode", ["c_is_d", "c_separate"])
+def test_accumulates(mode, out):
+    # The wgrad form: tn (tokens as rows), accumulated in place.
+    m, n, k = 2112, 7168, 4096
+    a, b = _randn(k, m), _randn(k, n)
+    c = (torch.randn(m, n, device="cuda") * 8).to(out)
+    ref = c.float() + a.float().t() @ b.float()
+    if mode == "c_is_d":
+        d = c.clone()
+        deep_gemm.bf16_gemm_tn(a, b, d, d)
+    else:
+        d = torch.full((m, n), float("nan"), device="cuda", dtype=out)
+        deep_gemm.bf16_gemm_tn(a, b, d, c)
+    torch.cuda.synchronize()
+    assert calc_diff(d, ref) < (1e-5 if out == F32 else 1e-4)
+
+
+def _grouped_b(g, n, k, nn):
+    b = _randn(g, k, n) if nn else _randn(g, n, k)
+    return b, (b.float().transpose(1, 2) if nn else b.float())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nn", [False, True])
+@pytest.mark.parametrize("psum", [False, True])
+def test_m_grouped_contiguous(psum, nn):
+    g, n, k = 4, 4096, 2048
+    align = deep_gemm.get_mk_alignment_for_contiguous_layout()
+    rows = [1000, 0, 1500, 333]
+    index, starts, ends = [], [], []
+    for grp, r in enumerate(rows):
+        starts.append(len(index))
+        index += [grp] * r
+        ends.append(len(index))
+        index += [-1] * (-(-r // align) * align - r)
+    m_sum = len(index)
+    a = _randn(m_sum, k)
+    b, b_f = _grouped_b(g, n, k, nn)
+    d = torch.full((m_sum, n), float("nan"), device="cuda", dtype=BF16)
+    fn = deep_gemm.m_grouped_bf16_gemm_nn_contiguous if nn else deep_gemm.m_grouped_bf16_gemm_nt_contiguous
+    if psum:
+        fn(a, b, d, torch.tensor(ends, dtype=I32, device="cuda"), use_psum_layout=True, ensure_zero_padding=False)
+    else:
+        fn(a, b, d, torch.tensor(index, dtype=I32, device="cuda"))
+    torch.cuda.synchronize()
+    valid = torch.tensor(index, device="cuda") >= 0
+    assert d[~valid].isnan().all(), "padding rows were written"
+    for grp, (s, r) in enumerate(zip(starts, rows, strict=True)):
+        if r:
+            assert calc_diff(d[s:s + r], a[s:s + r].float() @ b_f[grp].t()) < 1e-5, f"group {grp}"
+
+
+@pytest.mark.gpu
+def test_m_grouped_masked_cuda_graph_replays_new_masks():
+    g, max_m, n, k = 6, 256, 2048, 1024
+    a, (b, b_f) = _randn(g, max_m, k), _grouped_b(g, n, k, False)
+    d = torch.empty(g, max_m, n, device="cuda", dtype=BF16)
+    masked_m = torch.zeros(g, dtype=I32, device="cuda")
+    graph = torch.cuda.CUDAGraph()
+    deep_gemm.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, 128)  # compile outside the capture
+    with torch.cuda.graph(graph):
+        deep_gemm.m_grouped_bf16_gemm_nt_masked(a, b, d, masked_m, 128)
+    for seed in (1, 2):
+        rng = random.Random(seed)
+        rows = [rng.randint(0, max_m) for _ in range(g)]
+        rows[seed] = 0
+        masked_m.copy_(torch.tensor(rows, dtype=I32))
+        d.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        for grp, r in enumerate(rows):
+            assert d[grp, r:].isnan().all(), f"group {grp}: rows past masked_m written"
+            if r:
+                assert calc_diff(d[grp, :r], a[grp, :r].float() @ b_f[grp].t()) < 1e-5
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("with_c", [False, True])
+def test_k_grouped_tn(with_c):
+    m, n = 2048, 1536
+    ks = [512, 0, 1024, 256]
+    a, b = _randn(sum(ks), m), _randn(sum(ks), n)
+    c = torch.randn(len(ks), m, n, device="cuda")
+    d = c.clone() if with_c else torch.full((len(ks), m, n), float("nan"), device="cuda")
+    deep_gemm.k_grouped_bf16_gemm_tn_contiguous(a, b, d, ks, torch.tensor(ks, dtype=I32, device="cuda"),
+                                                d if with_c else None)
+    torch.cuda.synchronize()
+    start = 0
+    for grp, k in enumerate(ks):
+        base = c[grp] if with_c else torch.zeros_like(c[grp])
+        if k == 0:
+            assert torch.equal(d[grp], base)
+        else:
+            ref = base + a[start:start + k].float().t() @ b[start:start + k].float()
+            assert calc_diff(d[grp], ref) < 1e-5, f"group {grp}"
+        start += k
