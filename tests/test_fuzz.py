@@ -203,6 +203,12 @@ def _specs() -> dict[str, tuple[Callable[[], dict], dict[str, str]]]:
                                                        "recipe": "opt_recipe3", "compiled_dims": "str",
                                                        "disable_ue8m0_cast": "bool"})
     s["get_mn_major_tma_aligned_tensor"] = (lambda: dict(sf=_e(M, 2)), {"sf": "tensor"})
+    s["get_mn_major_tma_aligned_packed_ue8m0_tensor"] = (lambda: dict(sf=_e(M, 2)),
+                                                         {"sf": "tensor", "psum_layout": "opt_tensor"})
+    s["get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor"] = (
+        lambda: dict(sf=_e(3, M), grouped_layout=_e(2, dtype=_torch().int32), ks_cpu=[256, 128], gran_k=128),
+        {"sf": "tensor", "grouped_layout": "tensor", "ks_cpu": "ints", "gran_k": "pos_int", "k_alignment": "opt_pos_int",
+         "use_psum_layout": "bool"})
     s["transform_sf_into_required_layout"] = (
         lambda: dict(sf=_e(M, 2), mn=M, k=K, recipe=(1, 128)),
         {"sf": "tensor", "mn": "nonneg_int", "k": "nonneg_int", "recipe": "recipe2", "num_groups": "opt_pos_int",
@@ -410,7 +416,8 @@ def generate(seed: int = SEED) -> list[Case]:
             lab = _label(param, idx)
             # Valid ranks besides the baseline's: 3-D scales (groups) in get_mn_major_tma_aligned_tensor;
             # the k-grouped nt operands are "sum(ks) * M elements, contiguous", whatever the rank.
-            valid = (2, 3) if short == "get_mn_major_tma_aligned_tensor" else ()
+            valid = (2, 3) if short in ("get_mn_major_tma_aligned_tensor",
+                                        "get_mn_major_tma_aligned_packed_ue8m0_tensor") else ()
             if short == "k_grouped_fp8_gemm_nt_contiguous" and idx == 0:
                 valid = (1, 2, 3, 4)
             for desc, v in _rank_variants(t, valid):
@@ -427,6 +434,8 @@ def generate(seed: int = SEED) -> list[Case]:
                 if short.startswith("m_grouped_bf16") and short.endswith("contiguous") and param == "b":
                     # More groups in b than the index layout names are valid (unused experts).
                     shapes = [(desc, v) for desc, v in shapes if not desc.startswith("shape[0]")]
+                if short == "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor" and param == "sf":
+                    shapes = [(d, v) for d, v in shapes if d != "shape[1]+128"]  # another mn (a multiple of 4): valid
                 for desc, v in rng.sample(shapes, k=min(3, len(shapes))):
                     add(name, "shape", lab, desc, _mk(base_fn, param, idx, v))
             if param in ("a", "b", "d") and idx in (None, 0) and not short.startswith("k_grouped"):
@@ -668,9 +677,7 @@ def test_surface_is_covered(fuzz):
     assert set(public) <= fuzzed, set(public) - fuzzed
     assert len({c.category for c, _, _ in fuzz}) >= 9
     missing = [n for n in layout.LAZY_NAMES if not hasattr(deep_gemm._C, n) and n not in layout._ALIASES]
-    # Not provided yet on SM90 (upstream's packed-UE8M0 layouts are an SM100 format).
-    assert set(missing) <= {"get_mn_major_tma_aligned_packed_ue8m0_tensor",
-                            "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor"}, missing
+    assert not missing, missing
 
 
 if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "--child":

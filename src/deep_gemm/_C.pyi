@@ -12,7 +12,9 @@
 #   deep_gemm::get_block_size_multiple_of() -> int[]
 #   deep_gemm::get_device_sm_count() -> int
 #   deep_gemm::get_ignore_compile_dims() -> bool
+#   deep_gemm::get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(Tensor sf, Tensor grouped_layout, int[] ks_cpu, int gran_k, int k_alignment, bool use_psum_layout=False) -> Tensor
 #   deep_gemm::get_mk_alignment_for_contiguous_layout() -> int
+#   deep_gemm::get_mn_major_tma_aligned_packed_ue8m0_tensor(Tensor sf, Tensor? psum_layout=None) -> Tensor
 #   deep_gemm::get_mn_major_tma_aligned_tensor(Tensor sf) -> Tensor
 #   deep_gemm::get_num_sms() -> int
 #   deep_gemm::get_pdl() -> bool
@@ -36,6 +38,7 @@
 #   deep_gemm::set_num_sms(int num_sms) -> ()
 #   deep_gemm::set_pdl(bool enable) -> ()
 #   deep_gemm::set_tc_util(int tc_util) -> ()
+#   deep_gemm::sf_pack_ue8m0_build() -> str[]
 
 from __future__ import annotations
 
@@ -141,10 +144,18 @@ def get_jit() -> deep_gemm._jit.JitInfo:
 def get_k_alignment_for_contiguous_layout() -> int:
     ...
 
+def get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor, grouped_layout: torch.Tensor, ks_cpu: Optional[collections.abc.Sequence[int]], gran_k: int, k_alignment: Optional[int] = None, use_psum_layout: bool = False) -> torch.Tensor:
+    """K-grouped scales (the k-grouped GEMM's SFA/SFB) packed into UE8M0, each group on its own."""
+    ...
+
 def get_m_alignment_for_contiguous_layout() -> int:
     ...
 
 def get_mk_alignment_for_contiguous_layout() -> int:
+    ...
+
+def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf: torch.Tensor, psum_layout: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``sf`` (fp32 powers of two) packed into UE8M0, MN-major, TMA-aligned (upstream's SM100 format)."""
     ...
 
 def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:

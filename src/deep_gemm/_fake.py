@@ -33,7 +33,12 @@ _TENSOR_OPS: dict[str, tuple[str, ...]] = {
     "bf16_gemm_nt": ("a", "b", "d", "c"),
     "m_grouped_bf16_gemm_nt_contiguous": ("a", "b", "d", "grouped_layout"),
     "m_grouped_bf16_gemm_nt_masked": ("a", "b", "d", "masked_m"),
+    "get_mn_major_tma_aligned_packed_ue8m0_tensor": ("sf", "psum_layout"),
+    "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor": ("sf", "grouped_layout"),
 }
+# The ops that return a fresh tensor (the GEMMs write into d and return nothing).
+_RETURNS_TENSOR = ("get_mn_major_tma_aligned_tensor", "get_mn_major_tma_aligned_packed_ue8m0_tensor",
+                   "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor")
 # The C++ kernels do not depend on the dispatch key they are reached through: CPU's
 # entry is the CompositeExplicitAutograd kernel (Meta's is the Python impl below).
 _CPP_KEYSET = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
@@ -92,16 +97,34 @@ def _make_fake(name: str, tensor_names: tuple[str, ...]) -> Callable[..., Any]:
     return fake
 
 
+def _arg(args: tuple, kwargs: dict, op: Any, name: str) -> Any:
+    names = [a.name for a in op._schema.arguments]
+    i = names.index(name)
+    return args[i] if i < len(args) else kwargs.get(name, op._schema.arguments[i].default_value)
+
+
 def _fake_result(name: str, args: tuple, kwargs: dict, meta_out: Any) -> Any:
-    if name != "get_mn_major_tma_aligned_tensor":
+    if name not in _RETURNS_TENSOR:
         return None  # the GEMMs write into d and return nothing
     sf = args[0] if args else kwargs["sf"]
-    if meta_out is None:  # symbolic: the layout the C++ op builds, [.., mn, kb] over [.., kb, align(mn, 4)]
-        *batch, mn, kb = sf.shape
-        pad = (mn + 3) // 4 * 4
-        out = sf.new_empty((*batch, kb, pad)).transpose(-1, -2)
-        return out[..., :mn, :]
-    return torch.empty_strided(meta_out.shape, meta_out.stride(), dtype=meta_out.dtype, device=sf.device)
+    if meta_out is not None:
+        return torch.empty_strided(meta_out.shape, meta_out.stride(), dtype=meta_out.dtype, device=sf.device)
+    # Symbolic shapes: the layouts the C++ ops build.
+    if name == "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor":
+        op = getattr(torch.ops, _NS).get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor.default
+        ks, gran_k = _arg(args, kwargs, op, "ks_cpu"), _arg(args, kwargs, op, "gran_k")
+        groups = _arg(args, kwargs, op, "grouped_layout").shape[0]
+        rows = sum((-(-k // gran_k) + 3) // 4 for k in ks) if ks else (sf.shape[0] + 3 * groups) // 4
+        return sf.new_empty((rows, sf.shape[1]), dtype=torch.int32)
+    # [.., mn, kb] over [.., kb, align(mn, 4)] (fp32), or [.., mn, ceil(kb / 4)] over
+    # [.., ceil(kb / 4), align(mn, 4)] (packed int32).
+    *batch, mn, kb = sf.shape
+    pad = (mn + 3) // 4 * 4
+    if name == "get_mn_major_tma_aligned_tensor":
+        out = sf.new_empty((*batch, kb, pad))
+    else:
+        out = sf.new_empty((*batch, (kb + 3) // 4, pad), dtype=torch.int32)
+    return out.transpose(-1, -2)[..., :mn, :]
 
 
 def register() -> None:
