@@ -116,7 +116,7 @@ def _randn(*shape):
 
 
 # Upstream's shapes (a subset of M per (N, K), to bound the JIT compiles of one run), K tails.
-SHAPES = [(128, 2112, 7168), (4096, 576, 7168), (1, 24576, 1536), (4096, 7168, 2048), (129, 4096, 200)]
+SHAPES = [(128, 2112, 7168), (4096, 576, 7168), (1, 24576, 1536), (4096, 7168, 2048), (136, 4096, 200)]
 
 
 @pytest.mark.gpu
@@ -132,6 +132,19 @@ def test_matches_reference(m, n, k, layout, out):
     la, lb = _logical(layout, a, b)
     assert not d.isnan().any()
     assert calc_diff(d, la @ lb.t()) < 1e-5
+
+
+@pytest.mark.gpu
+def test_odd_m_k_major():
+    # M = 129: K-major A only (an MN-major A of 129 columns has a 258-byte pitch, refused).
+    m, n, k = 129, 4096, 200
+    a, b = _randn(m, k), _randn(n, k)
+    d = torch.full((m, n), float("nan"), device="cuda", dtype=BF16)
+    deep_gemm.bf16_gemm_nt(a, b, d)
+    torch.cuda.synchronize()
+    assert calc_diff(d, a.float() @ b.float().t()) < 1e-5
+    with pytest.raises(RuntimeError, match="multiple of 16 bytes"):
+        deep_gemm.bf16_gemm_tn(_randn(k, m), _randn(k, n), d)
 
 
 @pytest.mark.gpu
