@@ -60,6 +60,10 @@ UPSTREAM = {
                                           ("use_psum_layout", False)],
     **{f"cublaslt_gemm_{lay}": [("a", _REQUIRED), ("b", _REQUIRED), ("d", _REQUIRED), ("c", None)]
        for lay in ("nt", "nn", "tn", "tt")},
+    "einsum": [("expr", _REQUIRED), ("a", _REQUIRED), ("b", _REQUIRED), ("d", _REQUIRED), ("c", None),
+               ("use_cublaslt", False)],
+    "fp8_einsum": [("expr", _REQUIRED), ("a", _REQUIRED), ("b", _REQUIRED), ("d", _REQUIRED), ("c", None),
+                   ("recipe", (1, 128, 128))],
     "transform_sf_into_required_layout": [("sf", _REQUIRED), ("mn", _REQUIRED), ("k", _REQUIRED),
                                           ("recipe", _REQUIRED), ("num_groups", None), ("is_sfa", None),
                                           ("disable_ue8m0_cast", False), ("psum_layout", None)],

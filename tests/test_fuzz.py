@@ -199,6 +199,13 @@ def _specs() -> dict[str, tuple[Callable[[], dict], dict[str, str]]]:
     s["k_grouped_bf16_gemm_tn_contiguous"] = (
         _bf16_k_grouped, {"a": "tensor", "b": "tensor", "d": "tensor", "ks_cpu": "ints", "grouped_layout": "tensor",
                           "c": "opt_tensor", "compiled_dims": "str", "use_psum_layout": "bool"})
+    s["einsum"] = (lambda: dict(expr="bhr,hdr->bhd", a=_e(4, 8, 64, dtype=_torch().bfloat16),
+                                b=_e(8, 32, 64, dtype=_torch().bfloat16), d=_e(4, 8, 32, dtype=_torch().bfloat16)),
+                   {"expr": "str", "a": "tensor", "b": "tensor", "d": "tensor", "c": "opt_tensor", "use_cublaslt": "bool"})
+    s["fp8_einsum"] = (lambda: dict(expr="bhr,hdr->bhd", a=(_e(4, 8, 128, dtype=_torch().float8_e4m3fn), _e(4, 8, 1)),
+                                    b=(_e(8, 128, 128, dtype=_torch().float8_e4m3fn), _e(8, 1, 1)),
+                                    d=_e(4, 8, 128, dtype=_torch().bfloat16)),
+                       {"expr": "str", "a": "pair", "b": "pair", "d": "tensor", "c": "opt_tensor", "recipe": "recipe3"})
     s["fp8_gemm_nt_skip_head_mid"] = (_skip_head_mid, {"a": "pair", "b": "pair", "d": "tensor", "head_splits": "ints",
                                                        "recipe": "opt_recipe3", "compiled_dims": "str",
                                                        "disable_ue8m0_cast": "bool"})

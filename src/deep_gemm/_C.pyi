@@ -3,7 +3,9 @@
 #
 # Registered schemas (torch.ops.deep_gemm):
 #   deep_gemm::_extension_info() -> (str path, str build_id)
+#   deep_gemm::bf16_bmk_bnk_mn(Tensor a, Tensor b, Tensor(a!) d, Tensor? c=None) -> ()
 #   deep_gemm::bf16_gemm_nt(Tensor a, Tensor b, Tensor(a!) d, Tensor? c=None, str compiled_dims="nk") -> ()
+#   deep_gemm::cublaslt_bmm_nt(Tensor a, Tensor b, Tensor(a!) d, Tensor? c=None) -> ()
 #   deep_gemm::cublaslt_gemm_nt(Tensor a, Tensor b, Tensor(a!) d, Tensor? c=None) -> ()
 #   deep_gemm::cublaslt_info() -> str
 #   deep_gemm::fp8_gemm_build(int m, int n, int k, bool fp32_out, int num_sms, str compiled_dims) -> str
@@ -91,6 +93,14 @@ def cublaslt_gemm_tn(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optio
 
 def cublaslt_gemm_tt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None) -> None:
     """:func:`cublaslt_gemm_nt` with ``a`` given as ``[K, M]`` (``d = c + a.T @ b.T``)."""
+    ...
+
+def einsum(expr: str, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None, use_cublaslt: bool = False) -> None:
+    """``d = einsum(expr, a, b)`` (``+ c`` where the expression accumulates) for bf16 ``a``, ``b``."""
+    ...
+
+def fp8_einsum(expr: str, a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: tuple[int, int, int] = (1, 128, 128)) -> None:
+    """``d = einsum("bhr,hdr->bhd", A, B)`` with FP8 operands: ``a = (x, sfx)``, x e4m3 ``[B, H, R]``"""
     ...
 
 def fp8_fp4_gemm_nn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, *, alpha: Optional[float] = None) -> None:

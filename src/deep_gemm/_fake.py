@@ -31,6 +31,8 @@ _TENSOR_OPS: dict[str, tuple[str, ...]] = {
     "get_mn_major_tma_aligned_tensor": ("sf",),
     "cublaslt_gemm_nt": ("a", "b", "d", "c"),
     "bf16_gemm_nt": ("a", "b", "d", "c"),
+    "bf16_bmk_bnk_mn": ("a", "b", "d", "c"),
+    "cublaslt_bmm_nt": ("a", "b", "d", "c"),
     "m_grouped_bf16_gemm_nt_contiguous": ("a", "b", "d", "grouped_layout"),
     "m_grouped_bf16_gemm_nt_masked": ("a", "b", "d", "masked_m"),
     "get_mn_major_tma_aligned_packed_ue8m0_tensor": ("sf", "psum_layout"),

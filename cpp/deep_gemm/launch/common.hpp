@@ -106,8 +106,24 @@ inline CUtensorMapSwizzle tma_swizzle(int bytes) {
 
 // One tensor map of a launch, from its spec and the operand's device pointer.
 inline CUtensorMap encode_tensor_map(const Sm90TensorMapSpec& s, const void* base) {
-  return deep_jit::make_tensor_map_2d(base, detail::tma_dtype(s.dtype), s.inner_elems, s.outer_elems,
-                                      s.outer_stride_bytes, s.box_inner, s.box_outer, detail::tma_swizzle(s.swizzle_bytes));
+  if (s.batch_elems == 0)
+    return deep_jit::make_tensor_map_2d(base, detail::tma_dtype(s.dtype), s.inner_elems, s.outer_elems,
+                                        s.outer_stride_bytes, s.box_inner, s.box_outer,
+                                        detail::tma_swizzle(s.swizzle_bytes));
+  deep_jit::TensorMapSpec t;
+  t.base = base;
+  t.dtype = detail::tma_dtype(s.dtype);
+  t.rank = 3;
+  t.dims[0] = s.inner_elems;
+  t.dims[1] = s.outer_elems;
+  t.dims[2] = s.batch_elems;
+  t.strides_bytes[0] = s.outer_stride_bytes;
+  t.strides_bytes[1] = s.batch_stride_bytes;
+  t.box[0] = s.box_inner;
+  t.box[1] = s.box_outer;
+  t.box[2] = 1;
+  t.swizzle = detail::tma_swizzle(s.swizzle_bytes);
+  return deep_jit::make_tensor_map(t);
 }
 
 // The launch of a persistent kernel of configuration `cfg` (grid, block, shared memory,

@@ -6,7 +6,7 @@
 // cfg.smem_bytes, cluster 1. Kernel arguments:
 //   (uint32 m, uint32 n, uint32 k, CUtensorMap a, CUtensorMap b, CUtensorMap d,
 //    OutT* d, const OutT* c /*may be d, or null*/, uint32 ld_d /*elements*/,
-//    const int* grouped_layout, uint32 num_groups, uint32 align_m)
+//    const int* grouped_layout, uint32 num_groups, uint32 align_m, uint32 num_batches)
 //   m: M (dense), M_sum (contiguous, psum) or max rows per group (masked).
 //   Tensor maps (bf16, 128B swizzle): A K-major [rows][K] box 64 x block_m, or MN-major
 //   [K][M] box 64 x 64; B K-major [G * N][K] box 64 x block_n, or MN-major [G * K][N] box
@@ -14,6 +14,7 @@
 //   swizzle_d / 2 x 64.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,10 @@ struct Sm90Bf16Problem {
   // pitch between K rows), and D's row pitch in elements. a_rows: A's rows as a 2-D view.
   uint64_t lda_bytes = 0, ldb_bytes = 0, ld_d = 0;
   uint64_t a_rows = 0, d_rows = 0;
+  // einsum bmk,bnk->mn: the K loop sums `num_batches` batches (0: not batched); A and B are
+  // [batch][rows][K] K-major with these batch strides.
+  int num_batches = 0;
+  uint64_t a_batch_bytes = 0, b_batch_bytes = 0;
 };
 
 // What one compiled kernel is.
@@ -49,6 +54,7 @@ struct Sm90Bf16KernelSpec {
   uint32_t block_m = 128, block_n = 128, stages = 4, group_n = 16;
   bool mn_major_a = false, mn_major_b = false, fp32_out = false, with_c = false;
   int gemm_type = 0;
+  bool batched_k = false;
   int smem_bytes = 0;
 };
 
@@ -59,7 +65,8 @@ inline std::string sm90_bf16_kernel_name(const Sm90Bf16KernelSpec& s) {
   const std::string layout = std::string(s.mn_major_a ? "t" : "n") + (s.mn_major_b ? "n" : "t");
   return "sm90_bf16_gemm_" + layout + tags[s.gemm_type >= 0 && s.gemm_type <= 3 ? s.gemm_type : 0] +
          (s.fp32_out ? "_f32" : "_bf16") + (s.with_c ? "_c" : "") + "_m" + u(s.compiled_m) + "n" + u(s.compiled_n) + "k" +
-         u(s.compiled_k) + "_b" + u(s.block_m) + "x" + u(s.block_n) + "_s" + u(s.stages) + "_g" + u(s.group_n);
+         u(s.compiled_k) + "_b" + u(s.block_m) + "x" + u(s.block_n) + "_s" + u(s.stages) + "_g" + u(s.group_n) +
+         (s.batched_k ? "_bk" : "");
 }
 
 inline std::string sm90_bf16_kernel_source(const Sm90Bf16KernelSpec& s) {
@@ -72,16 +79,18 @@ inline std::string sm90_bf16_kernel_source(const Sm90Bf16KernelSpec& s) {
                                                       : s.gemm_type == 2 ? "kMGroupedMasked"
                                                       : s.gemm_type == 3 ? "kMGroupedContiguousPsum"
                                                                          : "kNormal"),
-             s.gemm_type == 0);
+             s.gemm_type == 0 && !s.batched_k);
+  t.trailing_bool(s.batched_k, false);
   std::string code = smem_bytes_define(s.smem_bytes);
   code += "#include <deep_gemm/impls/sm90_bf16_gemm.cuh>\n\n";
   code += "extern \"C\" __global__ void __launch_bounds__(384, 1)\n";
   code += sm90_bf16_kernel_name(s) + "(uint32_t m, uint32_t n, uint32_t k,\n"
           "         const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,\n"
           "         const __grid_constant__ CUtensorMap tmap_d, " + out_t + "* d, const " + out_t + "* c, uint32_t ld_d,\n"
-          "         const int* grouped_layout, uint32_t num_groups, uint32_t align_m) {\n";
+          "         const int* grouped_layout, uint32_t num_groups, uint32_t align_m, uint32_t num_batches) {\n";
   code += "    deep_gemm::sm90_bf16_gemm_impl<" + t.str() +
-          ">(\n        m, n, k, &tmap_a, &tmap_b, &tmap_d, d, c, ld_d, grouped_layout, num_groups, align_m);\n}\n";
+          ">(\n        m, n, k, &tmap_a, &tmap_b, &tmap_d, d, c, ld_d, grouped_layout, num_groups, align_m, "
+          "num_batches);\n}\n";
   return code;
 }
 
@@ -89,15 +98,18 @@ inline std::string sm90_bf16_kernel_source(const Sm90Bf16KernelSpec& s) {
 inline std::vector<Sm90TensorMapSpec> sm90_bf16_tensor_maps(const h::Sm90Bf16GemmConfig& c, const Sm90Bf16Problem& p) {
   const uint64_t k = static_cast<uint64_t>(p.k), n = static_cast<uint64_t>(p.n);
   const uint64_t g = static_cast<uint64_t>(p.num_groups);
+  const auto bm = static_cast<uint32_t>(c.block_m), bn = static_cast<uint32_t>(c.block_n);
   std::vector<Sm90TensorMapSpec> maps;
-  if (p.mn_major_a)
-    maps.push_back({"a", Sm90TmaDtype::kBF16, p.a_rows, k, p.lda_bytes, 64, 64, 128});
-  else
-    maps.push_back({"a", Sm90TmaDtype::kBF16, k, p.a_rows, p.lda_bytes, 64, static_cast<uint32_t>(c.block_m), 128});
-  if (p.mn_major_b)
-    maps.push_back({"b", Sm90TmaDtype::kBF16, n, k * g, p.ldb_bytes, 64, 64, 128});
-  else
-    maps.push_back({"b", Sm90TmaDtype::kBF16, k, n * g, p.ldb_bytes, 64, static_cast<uint32_t>(c.block_n), 128});
+  if (p.num_batches > 0) {  // batched K: [batch][rows][K], K-major, box 1 batch deep
+    const uint64_t batches = static_cast<uint64_t>(p.num_batches);
+    maps.push_back({"a", Sm90TmaDtype::kBF16, k, p.a_rows, p.lda_bytes, 64, bm, 128, batches, p.a_batch_bytes});
+    maps.push_back({"b", Sm90TmaDtype::kBF16, k, n, p.ldb_bytes, 64, bn, 128, batches, p.b_batch_bytes});
+  } else {
+    maps.push_back(p.mn_major_a ? Sm90TensorMapSpec{"a", Sm90TmaDtype::kBF16, p.a_rows, k, p.lda_bytes, 64, 64, 128}
+                                : Sm90TensorMapSpec{"a", Sm90TmaDtype::kBF16, k, p.a_rows, p.lda_bytes, 64, bm, 128});
+    maps.push_back(p.mn_major_b ? Sm90TensorMapSpec{"b", Sm90TmaDtype::kBF16, n, k * g, p.ldb_bytes, 64, 64, 128}
+                                : Sm90TensorMapSpec{"b", Sm90TmaDtype::kBF16, k, n * g, p.ldb_bytes, 64, bn, 128});
+  }
   if (c.staged_d)
     maps.push_back({"d", Sm90TmaDtype::kBF16, n, p.d_rows, p.ld_d * 2, static_cast<uint32_t>(c.swizzle_d / 2), 64,
                     c.swizzle_d});
@@ -112,17 +124,20 @@ struct Bf16ConfigKey {
   int m, n, k, compiled_m, compiled_n, compiled_k, num_sms, mult_m, mult_n, device;
   bool mn_major_a, mn_major_b, fp32_out, with_c;
   int gemm_type, m_for_config, groups_for_config, align_m;
+  bool batched_k = false;
+  int k_for_config = 0;  // batched K: the summed K the heuristics cost (batches x k)
   bool operator==(const Bf16ConfigKey&) const = default;
   size_t hash() const {
     return hash_fields({m, n, k, compiled_m, compiled_n, compiled_k, num_sms, mult_m, mult_n, device, int(mn_major_a),
                         int(mn_major_b), int(fp32_out), int(with_c), gemm_type, m_for_config, groups_for_config,
-                        align_m});
+                        align_m, int(batched_k), k_for_config});
   }
 };
 
 inline h::Sm90Bf16GemmConfig choose_bf16_config(const Bf16ConfigKey& key, int max_smem) {
   const bool staged = !key.fp32_out && !key.with_c;
-  for (const auto& c : h::rank_sm90_bf16_gemm_configs(key.m_for_config, key.n, key.k, key.num_sms, key.mn_major_a,
+  for (const auto& c : h::rank_sm90_bf16_gemm_configs(key.m_for_config, key.n, key.batched_k ? key.k_for_config : key.k,
+                                                      key.num_sms, key.mn_major_a,
                                                       key.mn_major_b, staged, key.fp32_out ? 4 : 2, max_smem,
                                                       key.groups_for_config, key.gemm_type, key.align_m)) {
     if (c.block_m % key.mult_m == 0 && c.block_n % key.mult_n == 0) return c;
@@ -149,6 +164,7 @@ inline Plan<h::Sm90Bf16GemmConfig> plan_sm90_bf16_gemm(const detail::Bf16ConfigK
   s.fp32_out = key.fp32_out;
   s.with_c = key.with_c;
   s.gemm_type = key.gemm_type;
+  s.batched_k = key.batched_k;
   s.smem_bytes = cfg.smem_bytes;
   const std::string name = sm90_bf16_kernel_name(s);
   return {cfg, JitContext::get().source(name, sm90_bf16_kernel_source(s), name)};
@@ -167,7 +183,8 @@ class Sm90Bf16GemmLauncher {
     const detail::Bf16ConfigKey key{p.m,          p.n,          p.k,        p.compiled_m, p.compiled_n,
                                     p.compiled_k, rt.num_sms(p.device), mult_m, mult_n, p.device,
                                     p.mn_major_a, p.mn_major_b, p.fp32_out, p.with_c,     p.gemm_type,
-                                    p.m_for_config, p.groups_for_config, p.align_m};
+                                    p.m_for_config, p.groups_for_config, p.align_m, p.num_batches > 0,
+                                    p.num_batches > 0 ? p.num_batches * p.k : 0};
     const auto& e = cache_.get(key, p.device, op, plan_sm90_bf16_gemm, [&](const h::Sm90Bf16GemmConfig& c) {
       return deep_jit::detail::cat(op, " m=", p.m, " n=", p.n, " k=", p.k, " -> block ", c.block_m, "x", c.block_n, ", ",
                                    c.stages, " stages, grid ", c.grid_x, ", smem ", c.smem_bytes, " B");
@@ -180,7 +197,8 @@ class Sm90Bf16GemmLauncher {
     const auto m = static_cast<uint32_t>(p.m), n = static_cast<uint32_t>(p.n), k = static_cast<uint32_t>(p.k);
     const auto ld_d = static_cast<uint32_t>(p.ld_d);
     const auto groups = static_cast<uint32_t>(p.num_groups), align = static_cast<uint32_t>(p.align_m);
-    deep_jit::launch(*e.kernel, lc, m, n, k, ma, mb, md, p.d, p.c, ld_d, p.layout, groups, align);
+    const auto batches = static_cast<uint32_t>(std::max(p.num_batches, 1));
+    deep_jit::launch(*e.kernel, lc, m, n, k, ma, mb, md, p.d, p.c, ld_d, p.layout, groups, align, batches);
   }
 
  private:

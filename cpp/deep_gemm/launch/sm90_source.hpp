@@ -59,6 +59,9 @@ struct Sm90TensorMapSpec {
   uint64_t outer_stride_bytes;  // multiple of 16
   uint32_t box_inner, box_outer;
   int swizzle_bytes;            // 0 (none), 32, 64 or 128
+  // A third (batch) dimension, of box depth 1, where batch_elems > 0: a rank-3 map.
+  uint64_t batch_elems = 0;
+  uint64_t batch_stride_bytes = 0;
 };
 
 }  // namespace deep_gemm::launch

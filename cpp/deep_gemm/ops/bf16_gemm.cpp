@@ -269,6 +269,77 @@ void m_grouped_bf16_gemm_nt_masked(Tensor a, Tensor b, Tensor d, Tensor masked_m
   launch::Sm90Bf16GemmLauncher::get().run(p, op);
 }
 
+// einsum "bmk,bnk->mn": D = C + sum_b A[b] @ B[b]^T, A [S, M, K] and B [S, N, K] K-major (any
+// batch and row strides that are 16-byte multiples), D [M, N] fp32 (C None or D itself) or
+// bf16 (no C). One kernel: its K loop walks every batch's K blocks.
+void bf16_bmk_bnk_mn(Tensor a, Tensor b, Tensor d, std::optional<Tensor> c) {
+  constexpr const char* op = "einsum";
+  const ArgChecker chk(op);
+  chk.dim({a, "a"}, 3);
+  chk.dim({b, "b"}, 3);
+  chk.dim({d, "d"}, 2);
+  chk.dtype({a, "a"}, ScalarType::BFloat16);
+  chk.dtype({b, "b"}, ScalarType::BFloat16);
+  const int64_t s = a.size(0), m = a.size(1), k = a.size(2), n = b.size(1);
+  chk.size({b, "b"}, 0, s, "the batch size, from a.shape[0]");
+  chk.size({b, "b"}, 2, k, "K, from a.shape[2]");
+  chk.size({d, "d"}, 0, m, "M, from a.shape[1]");
+  chk.size({d, "d"}, 1, n, "N, from b.shape[1]");
+  chk.below_2_31({{"batches", s}, {"M", m}, {"N", n}, {"K", k}});
+  const bool fp32_out = d.scalar_type() == ScalarType::Float;
+  check_arg(fp32_out || d.scalar_type() == ScalarType::BFloat16, op,
+            "bmk,bnk->mn: d must be torch.float32 or torch.bfloat16, got ", dtype_name(d.scalar_type()));
+  if (c.has_value())
+    check_arg(fp32_out && c->dim() == 2 && c->data_ptr() == d.data_ptr() && c->size(0) == m && c->size(1) == n &&
+                  c->stride(0) == d.stride(0) && c->stride(1) == d.stride(1),
+              op, "bmk,bnk->mn: c must be d itself (fp32, accumulated in place)");
+  const auto check_devices = [&] { chk.same_cuda_device({{a, "a"}, {b, "b"}, {d, "d"}}); };
+  if (m == 0 || n == 0) return check_devices();
+  chk.distinct_elements({{a, "a"}, {b, "b"}, {d, "d"}});
+  for (const auto& [t, name] : {std::pair<const Tensor*, const char*>{&a, "a"}, {&b, "b"}}) {
+    check_arg(t->stride(2) == 1 || k == 1, op, "bmk,bnk->mn: ", name, " must be K-major (stride(2) == 1), got strides ",
+              stride_str(*t));
+    check_arg((t->size(1) <= 1 || t->stride(1) % 8 == 0) && (s <= 1 || t->stride(0) % 8 == 0), op, "bmk,bnk->mn: ",
+              name, "'s row and batch strides must be multiples of 8 elements (16 bytes, for the TMA), got ",
+              stride_str(*t));
+    check_arg(reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 == 0 || is_meta(*t), op, "bmk,bnk->mn: ", name,
+              "'s data must be 16-byte aligned");
+  }
+  check_arg(k % 8 == 0, op, "bmk,bnk->mn: K must be a multiple of 8 (16-byte rows), got ", k);
+  chk.inner_contiguous({d, "d"}, "row-major");
+  chk.tma_aligned({d, "d"});
+  if (fp32_out) check_arg(m == 1 || d.stride(0) % 2 == 0, op, "d's row stride must be even, got ", d.stride(0));
+  else chk.tma_store_columns({d, "d"}, n);
+  chk.no_overlap({d, "d"}, {{a, "a"}, {b, "b"}});
+  check_devices();
+  if (is_meta(d)) return;
+  if (s == 0 || k == 0) {
+    if (!c.has_value()) torch::stable::zero_(d);
+    return;
+  }
+  launch::Sm90Bf16Problem p;
+  p.m = static_cast<int>(m);
+  p.n = static_cast<int>(n);
+  p.k = static_cast<int>(k);
+  p.device = d.get_device_index();
+  p.fp32_out = fp32_out;
+  p.with_c = c.has_value();
+  p.m_for_config = p.m;
+  p.a = a.data_ptr();
+  p.b = b.data_ptr();
+  p.c = c.has_value() ? d.data_ptr() : nullptr;
+  p.d = d.data_ptr();
+  p.lda_bytes = static_cast<uint64_t>(m > 1 ? a.stride(1) : k) * 2;
+  p.ldb_bytes = static_cast<uint64_t>(n > 1 ? b.stride(1) : k) * 2;
+  p.ld_d = tma_row_pitch(d);
+  p.a_rows = static_cast<uint64_t>(m);
+  p.d_rows = static_cast<uint64_t>(m);
+  p.num_batches = static_cast<int>(s);
+  p.a_batch_bytes = static_cast<uint64_t>(s > 1 ? a.stride(0) : m * k) * 2;
+  p.b_batch_bytes = static_cast<uint64_t>(s > 1 ? b.stride(0) : n * k) * 2;
+  launch::Sm90Bf16GemmLauncher::get().run(p, op);
+}
+
 }  // namespace
 }  // namespace deep_gemm::ops
 
@@ -279,10 +350,12 @@ STABLE_TORCH_LIBRARY_FRAGMENT(deep_gemm, m) {
         "bool ensure_zero_padding=False) -> ()");
   m.def("m_grouped_bf16_gemm_nt_masked(Tensor a, Tensor b, Tensor(a!) d, Tensor masked_m, int expected_m, "
         "str compiled_dims=\"nk\") -> ()");
+  m.def("bf16_bmk_bnk_mn(Tensor a, Tensor b, Tensor(a!) d, Tensor? c=None) -> ()");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(deep_gemm, CompositeExplicitAutograd, m) {
   m.impl("bf16_gemm_nt", TORCH_BOX(&deep_gemm::ops::bf16_gemm_nt));
   m.impl("m_grouped_bf16_gemm_nt_contiguous", TORCH_BOX(&deep_gemm::ops::m_grouped_bf16_gemm_nt_contiguous));
   m.impl("m_grouped_bf16_gemm_nt_masked", TORCH_BOX(&deep_gemm::ops::m_grouped_bf16_gemm_nt_masked));
+  m.impl("bf16_bmk_bnk_mn", TORCH_BOX(&deep_gemm::ops::bf16_bmk_bnk_mn));
 }

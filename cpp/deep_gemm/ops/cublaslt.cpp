@@ -140,6 +140,68 @@ void cublaslt_gemm_nt(Tensor a, Tensor b, Tensor d, std::optional<Tensor> c) {
   cublaslt::matmul(call, device, stream, workspace_for(d, device, stream), kWorkspaceBytes, kOp);
 }
 
+// Strided-batched: D[i] = C[i] + A[i] @ B[i]^T for every batch i, A [B, M, K] and B [B, N, K]
+// each K-major or MN-major in its last two dimensions with any batch stride, D [B, M, N]
+// row-major in its last two, C None or D itself (beta = 1). For einsum's per-head forms.
+void cublaslt_bmm_nt(Tensor a, Tensor b, Tensor d, std::optional<Tensor> c) {
+  constexpr const char* op = "einsum";
+  const ArgChecker chk(op);
+  chk.dim({a, "a"}, 3);
+  chk.dim({b, "b"}, 3);
+  chk.dim({d, "d"}, 3);
+  const int64_t bs = a.size(0), m = a.size(1), k = a.size(2), n = b.size(1);
+  chk.size({b, "b"}, 0, bs, "the batch, from a");
+  chk.size({b, "b"}, 2, k, "the reduced dimension, from a");
+  chk.size({d, "d"}, 0, bs, "the batch, from a");
+  chk.size({d, "d"}, 1, m, "from a");
+  chk.size({d, "d"}, 2, n, "from b");
+  chk.below_2_31({{"batch", bs}, {"M", m}, {"N", n}, {"K", k}});
+  chk.dtype({a, "a"}, ScalarType::BFloat16);
+  chk.dtype({b, "b"}, ScalarType::BFloat16);
+  check_arg(d.scalar_type() == ScalarType::BFloat16 || d.scalar_type() == ScalarType::Float, op,
+            "d must be torch.bfloat16 or torch.float32, got ", dtype_name(d.scalar_type()));
+  if (c.has_value())
+    check_arg(c->data_ptr() == d.data_ptr() && c->scalar_type() == d.scalar_type(), op,
+              "c must be d itself (accumulated in place)");
+  const auto check_devices = [&] { chk.same_cuda_device({{a, "a"}, {b, "b"}, {d, "d"}}); };
+  if (bs == 0 || m == 0 || n == 0) return check_devices();
+  chk.distinct_elements({{a, "a"}, {b, "b"}, {d, "d"}});
+  check_arg(d.stride(2) == 1 || n == 1, op, "d must be row-major in its last two dimensions, got strides ", stride_str(d));
+  chk.no_overlap({d, "d"}, {{a, "a"}, {b, "b"}});
+  check_devices();
+  // The per-batch matrices as the 2-D op sees them.
+  const auto mat = [](const Tensor& t) { return torch::stable::select(t, 0, 0); };
+  const Operand oa = operand(mat(a), "a"), ob = operand(mat(b), "b");
+  if (is_meta(d)) return;
+  if (k == 0) {
+    if (!c.has_value()) torch::stable::zero_(d);
+    return;
+  }
+  const int device = d.get_device_index();
+  cublaslt::Call call;
+  const auto d_type = lt_type(d.scalar_type());
+  call.trans_a = ob.k_major ? cublaslt::kOpT : cublaslt::kOpN;
+  call.a = ob.k_major ? cublaslt::Matrix{cublaslt::kBF16, uint64_t(k), uint64_t(n), ob.ld}
+                      : cublaslt::Matrix{cublaslt::kBF16, uint64_t(n), uint64_t(k), ob.ld};
+  call.trans_b = oa.k_major ? cublaslt::kOpN : cublaslt::kOpT;
+  call.b = oa.k_major ? cublaslt::Matrix{cublaslt::kBF16, uint64_t(k), uint64_t(m), oa.ld}
+                      : cublaslt::Matrix{cublaslt::kBF16, uint64_t(m), uint64_t(k), oa.ld};
+  call.d = {d_type, uint64_t(n), uint64_t(m), m > 1 ? d.stride(1) : n};
+  call.a.batch = call.b.batch = call.d.batch = static_cast<int>(bs);
+  call.a.batch_stride = b.stride(0);
+  call.b.batch_stride = a.stride(0);
+  call.d.batch_stride = d.stride(0);
+  call.c = call.d;
+  call.a_ptr = b.data_ptr();
+  call.b_ptr = a.data_ptr();
+  call.c_ptr = d.data_ptr();
+  call.d_ptr = d.data_ptr();
+  call.beta = c.has_value() ? 1.0f : 0.0f;
+  call.sm_count = DeviceRuntime::get().num_sms(device);
+  void* stream = torch_current_stream(device);
+  cublaslt::matmul(call, device, stream, workspace_for(d, device, stream), kWorkspaceBytes, op);
+}
+
 // The loaded library and its version, "" before the first call loads it: for get_jit().
 std::string cublaslt_info() {
   const auto& lt = cublaslt::api();
@@ -152,9 +214,11 @@ std::string cublaslt_info() {
 STABLE_TORCH_LIBRARY_FRAGMENT(deep_gemm, m) {
   m.def("cublaslt_gemm_nt(Tensor a, Tensor b, Tensor(a!) d, Tensor? c=None) -> ()");
   m.def("cublaslt_info() -> str");
+  m.def("cublaslt_bmm_nt(Tensor a, Tensor b, Tensor(a!) d, Tensor? c=None) -> ()");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(deep_gemm, CompositeExplicitAutograd, m) {
   m.impl("cublaslt_gemm_nt", TORCH_BOX(&deep_gemm::ops::cublaslt_gemm_nt));
   m.impl("cublaslt_info", TORCH_BOX(&deep_gemm::ops::cublaslt_info));
+  m.impl("cublaslt_bmm_nt", TORCH_BOX(&deep_gemm::ops::cublaslt_bmm_nt));
 }

@@ -101,14 +101,18 @@ __device__ __forceinline__ void load_tile(uint8_t* dst, const CUtensorMap* map, 
 // kWithC: C is read (D = C + A B^T; c may equal d). kGemmType: dense or an m-grouped form
 // (grouped_layout, num_groups, align_m as for the FP8 kernels; A K-major [M_sum, K] or
 // [G * max_m, K], B [G, N, K] K-major or [G, K, N] MN-major).
+// kBatchedK (einsum bmk,bnk->mn): D = C + sum over `num_batches` batches of A_b B_b^T, A and B
+// K-major rank-3 maps [batch][rows][K] (K a multiple of 64): the K loop walks every batch's
+// K blocks, so the sum stays in the accumulators.
 template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
           uint32_t kStages, uint32_t kGroupN, bool kMnMajorA, bool kMnMajorB, typename OutT, bool kWithC,
-          GemmType kGemmType = GemmType::kNormal>
+          GemmType kGemmType = GemmType::kNormal, bool kBatchedK = false>
 __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t shape_n, uint32_t shape_k,
                                                     const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
                                                     const CUtensorMap* tmap_d, OutT* d, const OutT* c,
                                                     uint32_t ld_d, const int* grouped_layout = nullptr,
-                                                    uint32_t num_groups = 1, uint32_t align_m = 1) {
+                                                    uint32_t num_groups = 1, uint32_t align_m = 1,
+                                                    uint32_t num_batches = 1) {
     using namespace sm90;
     using namespace sm90_bf16;
     constexpr bool kBf16Out = sizeof(OutT) == 2;
@@ -118,6 +122,8 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
     static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "BLOCK_N: multiple of 16 in [16, 256]");
     static_assert(!kMnMajorA || kGemmType == GemmType::kNormal, "m-grouped A is K-major");
     static_assert(kGemmType == GemmType::kNormal || (kBf16Out && !kWithC), "m-grouped: bf16 D, no C");
+    static_assert(!kBatchedK || (kGemmType == GemmType::kNormal && !kMnMajorA && !kMnMajorB),
+                  "batched K: dense, K-major operands");
     static_assert(register_budgets_fit(kNumMathThreads, kProducerRegs, kMathRegs), "setmaxnreg budgets over the entry allocation");
     // A bf16 D without C goes through the staging tile and the TMA; otherwise direct stores.
     constexpr bool kStagedD = kBf16Out && !kWithC;
@@ -129,7 +135,8 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
     const uint32_t m = shape_dim<kShapeM>(shape_m);
     const uint32_t n = shape_dim<kShapeN>(shape_n);
     const uint32_t k = shape_dim<kShapeK>(shape_k);
-    const uint32_t num_k_blocks = ceil_div(k, kBlockK);
+    const uint32_t k_blocks_per_batch = ceil_div(k, kBlockK);
+    const uint32_t num_k_blocks = kBatchedK ? num_batches * k_blocks_per_batch : k_blocks_per_batch;
 
     extern __shared__ uint8_t smem_raw[];
     const Layout smem(smem_raw);
@@ -154,9 +161,16 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
                     ptx::mbar_wait_watchdog(smem.empty(s), pipe.phase ^ 1u);
                     uint64_t* full = smem.full(s);
                     ptx::mbar_arrive_expect_tx(full, Layout::kStageTxBytes);
-                    const int32_t k0 = static_cast<int32_t>(kb * kBlockK);
-                    load_tile<kMnMajorA, kBlockM>(smem.a(s), tmap_a, full, k0, m0, 0);
-                    load_tile<kMnMajorB, kBlockN>(smem.b(s), tmap_b, full, k0, b_row, b_k_row0);
+                    if constexpr (kBatchedK) {
+                        const uint32_t batch = kb / k_blocks_per_batch;
+                        const int32_t k0 = static_cast<int32_t>((kb - batch * k_blocks_per_batch) * kBlockK);
+                        ptx::tma_load_3d(smem.a(s), tmap_a, full, k0, m0, static_cast<int32_t>(batch));
+                        ptx::tma_load_3d(smem.b(s), tmap_b, full, k0, n0, static_cast<int32_t>(batch));
+                    } else {
+                        const int32_t k0 = static_cast<int32_t>(kb * kBlockK);
+                        load_tile<kMnMajorA, kBlockM>(smem.a(s), tmap_a, full, k0, m0, 0);
+                        load_tile<kMnMajorB, kBlockN>(smem.b(s), tmap_b, full, k0, b_row, b_k_row0);
+                    }
                 }
             }
         }

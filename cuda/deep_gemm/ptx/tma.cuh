@@ -1,4 +1,4 @@
-// TMA (cp.async.bulk.tensor) wrappers: 2D tile loads into shared memory completing on an
+// TMA (cp.async.bulk.tensor) wrappers: 2D (and batched 3D) tile loads into shared memory completing on an
 // mbarrier (optionally multicast to several CTAs of the cluster), 2D tile stores from
 // shared memory with bulk-group completion, and tensor-map prefetch.
 #pragma once
@@ -31,6 +31,16 @@ __device__ __forceinline__ void tma_load_2d_multicast(void* dst, const void* tma
         ".multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;"
         :: "r"(smem_addr(dst)), "l"(reinterpret_cast<uint64_t>(tmap)), "r"(smem_addr(bar)),
            "r"(x), "r"(y), "h"(cta_mask) : "memory");
+}
+
+// A 3-D box at (x, y, z) (z: a batch index of a rank-3 map whose box is 1 deep), as tma_load_2d.
+__device__ __forceinline__ void tma_load_3d(void* dst, const void* tmap, uint64_t* bar, int32_t x, int32_t y,
+                                            int32_t z) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%3, %4, %5}], [%2];"
+        :: "r"(smem_addr(dst)), "l"(reinterpret_cast<uint64_t>(tmap)), "r"(smem_addr(bar)),
+           "r"(x), "r"(y), "r"(z) : "memory");
 }
 
 // Store the box at (x, y) from `src`; elements outside the tensor are clipped by the TMA.

@@ -1,0 +1,143 @@
+"""einsum and fp8_einsum (API.md): the fixed expressions DeepSeek's models use, on SM90.
+
+* ``bmk,bnk->mn``: ``d = (c +) sum_b a[b] @ b[b].T`` (fp32 ``d`` with ``c is d``, or bf16 ``d``
+  and no ``c``), one BF16 kernel whose K loop walks every batch.
+* ``bhr,hdr->bhd``, ``bhd,hdr->bhr`` (bf16 ``d``, no ``c``) and ``bhd,bhr->hdr`` (fp32 ``d``,
+  ``c`` None or ``d``): per-head GEMMs, run as one cuBLASLt strided-batched GEMM on torch's
+  current stream (SM90 has no batched kernel of ours yet; ``use_cublaslt`` is accepted and
+  these run on cuBLASLt either way).
+* ``fp8_einsum("bhr,hdr->bhd", (x, sfx), (y, sfy), d)``: the FP8 1D2D GEMM per head (recipe
+  ``(1, 128, 128)``: x per-token scales ``[b, h, ceil(r/128)]``, y per-block scales ``[h,
+  ceil(d/128), ceil(r/128)]``), one launch per head.
+Other expressions raise ValueError naming the supported ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+from . import _args
+from ._cublaslt import _preload_wheel_library
+
+_ops = torch.ops.deep_gemm
+_bmk_op = _ops.bf16_bmk_bnk_mn.default
+_bmm_op = _ops.cublaslt_bmm_nt.default
+
+EINSUM_EXPRESSIONS = ("bmk,bnk->mn", "bhr,hdr->bhd", "bhd,hdr->bhr", "bhd,bhr->hdr")
+FP8_EINSUM_EXPRESSIONS = ("bhr,hdr->bhd",)
+
+
+def _expr(fn: str, expr: Any, supported: tuple[str, ...]) -> str:
+    _args.str_(fn, "expr", expr, "'bhr,hdr->bhd'")
+    e = expr.replace(" ", "")
+    if e not in supported:
+        raise ValueError(f"deep_gemm.{fn}: expr: unsupported expression {expr!r} on SM90; supported: "
+                         f"{', '.join(supported)}")
+    return e
+
+
+def _dims(fn: str, name: str, t: torch.Tensor, n: int, form: str) -> None:
+    if t.dim() != n:
+        raise ValueError(f"deep_gemm.{fn}: {name} must be {form} ({n}-D), got shape {list(t.shape)}")
+
+
+def _distinct_elements(fn: str, name: str, t: torch.Tensor) -> None:
+    """No two indices of `t` share an element (no stride-0 or overlapping dimensions): the
+    per-head views below cannot see overlap across heads."""
+    extent = 1
+    for size, stride in sorted(((s, st) for s, st in zip(t.shape, t.stride()) if s > 1), key=lambda p: p[1]):
+        if stride < extent:
+            raise ValueError(f"deep_gemm.{fn}: {name}'s elements overlap (shape {list(t.shape)}, strides "
+                             f"{list(t.stride())}): every index must name its own element")
+        extent = stride * size
+
+
+def _bmm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor]) -> None:
+    _preload_wheel_library()
+    if d.is_cuda and d.device.index != torch.cuda.current_device():
+        with torch.cuda.device(d.device):
+            _bmm_op(a, b, d, c)
+    else:
+        _bmm_op(a, b, d, c)
+
+
+def einsum(expr: str, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None,
+           use_cublaslt: bool = False) -> None:
+    """``d = einsum(expr, a, b)`` (``+ c`` where the expression accumulates) for bf16 ``a``, ``b``.
+
+    ``bmk,bnk->mn``: a ``[B, M, K]``, b ``[B, N, K]`` (K-major), d ``[M, N]`` fp32 with ``c is d``
+    (accumulate) or bf16 without ``c``. ``bhr,hdr->bhd``: a ``[B, H, R]``, b ``[H, D, R]``, d bf16
+    ``[B, H, D]``. ``bhd,hdr->bhr``: a ``[B, H, D]``, b ``[H, D, R]``, d bf16 ``[B, H, R]``.
+    ``bhd,bhr->hdr``: a ``[B, H, D]``, b ``[B, H, R]``, d fp32 ``[H, D, R]``, ``c`` None or ``d``.
+    Operands may be views (the innermost dimension contiguous). See the module docstring for
+    what runs each expression.
+    """
+    fn = "einsum"
+    e = _expr(fn, expr, EINSUM_EXPRESSIONS)
+    a = _args.tensor(fn, "a", a)
+    b = _args.tensor(fn, "b", b)
+    _args.tensor(fn, "d", d)
+    _args.opt_tensor(fn, "c", c)
+    _args.bool_(fn, "use_cublaslt", use_cublaslt)
+    if e == "bmk,bnk->mn":
+        if c is not None and c is not d:
+            raise ValueError(f"deep_gemm.{fn}: {e}: c must be None or d itself (fp32, accumulated in place)")
+        _bmk_op(a, b, d, c)
+        return
+    _dims(fn, "a", a, 3, e.split(",")[0])
+    _dims(fn, "b", b, 3, e.split(",")[1].split("-")[0])
+    _dims(fn, "d", d, 3, e.split(">")[1])
+    if e == "bhd,bhr->hdr":
+        if c is not None and c is not d:
+            raise ValueError(f"deep_gemm.{fn}: {e}: c must be None or d itself (accumulated in place)")
+        if d.dtype != torch.float32:
+            raise ValueError(f"deep_gemm.{fn}: {e}: d must be torch.float32, got {d.dtype}")
+        # per head h: D[h] = X[:, h].T @ Y[:, h]: A [H, D, B] and B [H, R, B], both MN-major.
+        _bmm(a.permute(1, 2, 0), b.permute(1, 2, 0), d, c)
+        return
+    if c is not None:
+        raise ValueError(f"deep_gemm.{fn}: {e} does not accumulate: c must be None")
+    if d.dtype != torch.bfloat16:
+        raise ValueError(f"deep_gemm.{fn}: {e}: d must be torch.bfloat16, got {d.dtype}")
+    if e == "bhr,hdr->bhd":
+        # per head h: Z[:, h] = X[:, h] @ Y[h].T
+        _bmm(a.permute(1, 0, 2), b, d.permute(1, 0, 2), None)
+    else:  # bhd,hdr->bhr: per head h: Z[:, h] = X[:, h] @ Y[h] (Y[h] read MN-major)
+        _bmm(a.permute(1, 0, 2), b.transpose(1, 2), d.permute(1, 0, 2), None)
+
+
+def fp8_einsum(expr: str, a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor,
+               c: Optional[torch.Tensor] = None, recipe: tuple[int, int, int] = (1, 128, 128)) -> None:
+    """``d = einsum("bhr,hdr->bhd", A, B)`` with FP8 operands: ``a = (x, sfx)``, x e4m3 ``[B, H, R]``
+    with per-token scales fp32 ``[B, H, ceil(R/128)]``; ``b = (y, sfy)``, y e4m3 ``[H, D, R]`` with
+    128x128-block scales ``[H, ceil(D/128), ceil(R/128)]``; d bf16 ``[B, H, D]``; ``c`` must be
+    None and ``recipe`` ``(1, 128, 128)`` on SM90. One 1D2D FP8 GEMM per head."""
+    fn = "fp8_einsum"
+    e = _expr(fn, expr, FP8_EINSUM_EXPRESSIONS)
+    x, sfx = _args.pair(fn, "a", a)
+    y, sfy = _args.pair(fn, "b", b)
+    _args.tensor(fn, "d", d)
+    if c is not None:
+        raise ValueError(f"deep_gemm.{fn}: {e} does not accumulate on SM90: c must be None")
+    if _args.recipe(fn, "recipe", recipe) != (1, 128, 128):
+        raise ValueError(f"deep_gemm.{fn}: recipe: SM90 runs {e} with recipe (1, 128, 128), got {tuple(recipe)}")
+    _dims(fn, "a", x, 3, "[B, H, R]")
+    _dims(fn, "a's scale factors", sfx, 3, "[B, H, ceil(R / 128)]")
+    _dims(fn, "b", y, 3, "[H, D, R]")
+    _dims(fn, "b's scale factors", sfy, 3, "[H, ceil(D / 128), ceil(R / 128)]")
+    _dims(fn, "d", d, 3, "[B, H, D]")
+    for name, t in (("a", x), ("b", y), ("d", d)):
+        _distinct_elements(fn, name, t)
+    heads = x.shape[1]
+    if y.shape[0] != heads or d.shape[1] != heads or sfx.shape[1] != heads or sfy.shape[0] != heads:
+        raise ValueError(f"deep_gemm.{fn}: the head counts differ: a {list(x.shape)}, b {list(y.shape)}, "
+                         f"d {list(d.shape)}, scales {list(sfx.shape)} and {list(sfy.shape)}")
+    from ._fp8_gemm import fp8_gemm_nt
+
+    for h in range(heads):
+        fp8_gemm_nt((x[:, h], sfx[:, h]), (y[h], sfy[h]), d[:, h])
+
+
+__all__ = ["einsum", "fp8_einsum"]
