@@ -256,3 +256,33 @@ def test_k_grouped_tn(with_c):
             ref = base + a[start:start + k].float().t() @ b[start:start + k].float()
             assert calc_diff(d[grp], ref) < 1e-5, f"group {grp}"
         start += k
+
+
+HAS_NVCC = __import__("shutil").which("nvcc") is not None
+
+
+@pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc to compile")
+def test_kernels_compile_without_spills(tmp_path):
+    """The BF16 kernels the heuristics pick over a grid of shapes, layouts, output dtypes and
+    with / without C compile with DG_JIT_PTXAS_CHECK=1: no spills, no stack, no local memory."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path), DG_JIT_PTXAS_CHECK="1")
+    code = (
+        "import torch\n"
+        "import deep_gemm\n"
+        "cases = [(4096, 7168, 2048, 'nt', 'bf16', False), (4096, 7168, 2048, 'tn', 'fp32', True),\n"
+        "         (4096, 7168, 2048, 'tn', 'bf16', True), (128, 2112, 7168, 'nn', 'bf16', False),\n"
+        "         (1, 24576, 1536, 'tt', 'fp32', False), (2112, 7168, 4096, 'nt', 'fp32', True)]\n"
+        "for m, n, k, lay, out, c in cases:\n"
+        "    print(torch.ops.deep_gemm.bf16_gemm_build(m, n, k, lay, out, c, 132, 'nk'))\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=1800)
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = res.stdout.strip().splitlines()
+    assert len(lines) == 6
+    for line in lines:
+        name, path = line.split("\t")
+        assert name.startswith("sm90_bf16_gemm_") and os.path.exists(path)

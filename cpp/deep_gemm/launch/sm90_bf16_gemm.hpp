@@ -139,7 +139,7 @@ inline h::Sm90Bf16GemmConfig choose_bf16_config(const Bf16ConfigKey& key, int ma
   for (const auto& c : h::rank_sm90_bf16_gemm_configs(key.m_for_config, key.n, key.batched_k ? key.k_for_config : key.k,
                                                       key.num_sms, key.mn_major_a,
                                                       key.mn_major_b, staged, key.fp32_out ? 4 : 2, max_smem,
-                                                      key.groups_for_config, key.gemm_type, key.align_m)) {
+                                                      key.groups_for_config, key.gemm_type, key.align_m, key.with_c)) {
     if (c.block_m % key.mult_m == 0 && c.block_n % key.mult_n == 0) return c;
   }
   throw std::runtime_error(deep_jit::detail::cat("deep_gemm: no SM90 BF16 GEMM configuration has block sizes that are "

@@ -340,6 +340,27 @@ void bf16_bmk_bnk_mn(Tensor a, Tensor b, Tensor d, std::optional<Tensor> c) {
   launch::Sm90Bf16GemmLauncher::get().run(p, op);
 }
 
+// Compiles (no GPU needed) the kernel bf16_gemm_nt would use for this shape on a GPU with
+// `num_sms` SMs; returns "<kernel name>\t<cubin path>". layout: the API's two letters
+// (nt, nn, tn, tt); out: "bf16" or "fp32". For warmup and the ptxas checks of the tests.
+std::string bf16_gemm_build(int64_t m, int64_t n, int64_t k, std::string layout, std::string out, bool with_c,
+                            int64_t num_sms, std::string compiled_dims) {
+  constexpr const char* op = "bf16_gemm_build";
+  check_arg(m > 0 && n > 0 && k > 0, op, "need M, N, K > 0, got ", m, " x ", n, " x ", k);
+  ArgChecker(op).below_2_31({{"M", m}, {"N", n}, {"K", k}});
+  check_arg(layout == "nt" || layout == "nn" || layout == "tn" || layout == "tt", op,
+            "layout must be nt, nn, tn or tt, got '", layout, "'");
+  check_arg(out == "bf16" || out == "fp32", op, "out must be 'bf16' or 'fp32', got '", out, "'");
+  check_arg(num_sms > 0 && num_sms <= 1024, op, "num_sms must be in [1, 1024], got ", num_sms);
+  const CompiledDims cd = parse_compiled_dims(compiled_dims, op);
+  const auto [mult_m, mult_n] = DeviceRuntime::get().block_size_multiple_of();
+  const launch::detail::Bf16ConfigKey key{int(m), int(n), int(k), cd.m ? int(m) : 0, cd.n ? int(n) : 0, cd.k ? int(k) : 0,
+                                          int(num_sms), mult_m, mult_n, 0, layout[0] == 't', layout[1] == 'n',
+                                          out == "fp32", with_c, 0, int(m), 1, 1};
+  auto [cfg, src] = launch::plan_sm90_bf16_gemm(key, heuristics::kSm90MaxSmemBytes);
+  return src.name + "\t" + deep_jit::Runtime::get().build(src);
+}
+
 }  // namespace
 }  // namespace deep_gemm::ops
 
@@ -351,6 +372,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(deep_gemm, m) {
   m.def("m_grouped_bf16_gemm_nt_masked(Tensor a, Tensor b, Tensor(a!) d, Tensor masked_m, int expected_m, "
         "str compiled_dims=\"nk\") -> ()");
   m.def("bf16_bmk_bnk_mn(Tensor a, Tensor b, Tensor(a!) d, Tensor? c=None) -> ()");
+  m.def("bf16_gemm_build(int m, int n, int k, str layout, str out, bool with_c, int num_sms, str compiled_dims) -> str");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(deep_gemm, CompositeExplicitAutograd, m) {
@@ -358,4 +380,5 @@ STABLE_TORCH_LIBRARY_IMPL(deep_gemm, CompositeExplicitAutograd, m) {
   m.impl("m_grouped_bf16_gemm_nt_contiguous", TORCH_BOX(&deep_gemm::ops::m_grouped_bf16_gemm_nt_contiguous));
   m.impl("m_grouped_bf16_gemm_nt_masked", TORCH_BOX(&deep_gemm::ops::m_grouped_bf16_gemm_nt_masked));
   m.impl("bf16_bmk_bnk_mn", TORCH_BOX(&deep_gemm::ops::bf16_bmk_bnk_mn));
+  m.impl("bf16_gemm_build", TORCH_BOX(&deep_gemm::ops::bf16_gemm_build));
 }
