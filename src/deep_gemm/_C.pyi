@@ -4,6 +4,7 @@
 # Registered schemas (torch.ops.deep_gemm):
 #   deep_gemm::_extension_info() -> (str path, str build_id)
 #   deep_gemm::bf16_bmk_bnk_mn(Tensor a, Tensor b, Tensor(a!) d, Tensor? c=None) -> ()
+#   deep_gemm::bf16_gemm_build(int m, int n, int k, str layout, str out, bool with_c, int num_sms, str compiled_dims) -> str
 #   deep_gemm::bf16_gemm_nt(Tensor a, Tensor b, Tensor(a!) d, Tensor? c=None, str compiled_dims="nk") -> ()
 #   deep_gemm::cublaslt_bmm_nt(Tensor a, Tensor b, Tensor(a!) d, Tensor? c=None) -> ()
 #   deep_gemm::cublaslt_gemm_nt(Tensor a, Tensor b, Tensor(a!) d, Tensor? c=None) -> ()
