@@ -487,8 +487,8 @@ M_SHAPES = {
 
 
 @pytest.fixture
-def gpu():
-    os.environ.pop("TRITON_INTERPRET", None)
+def gpu(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     torch.manual_seed(1)
     return "cuda"
 
