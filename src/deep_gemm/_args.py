@@ -151,5 +151,16 @@ def one_recipe(fn: str, recipe_: Any, recipe_a: Any, recipe_b: Any) -> Optional[
     return (ra[0], rb[0], ra[1])
 
 
+def layout_alias(fn: str, grouped_layout: Any, m_indices: Any) -> Any:
+    """``m_indices`` is the older upstream keyword of ``grouped_layout`` (SGLang still passes it)."""
+    if m_indices is not None:
+        if grouped_layout is not None:
+            raise TypeError(f"deep_gemm.{fn}: pass grouped_layout or its alias m_indices, not both")
+        return m_indices
+    if grouped_layout is None:
+        raise TypeError(f"deep_gemm.{fn}: missing grouped_layout (alias m_indices)")
+    return grouped_layout
+
+
 __all__ = ["int_", "opt_int", "bool_", "opt_bool", "str_", "tensor", "opt_tensor", "pair", "dims", "ints", "recipe",
-           "one_recipe"]
+           "one_recipe", "layout_alias"]

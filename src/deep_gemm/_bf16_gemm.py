@@ -66,16 +66,6 @@ def bf16_gemm_tt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[
     _dense("bf16_gemm_tt", a, b, d, c, compiled_dims, True, False)
 
 
-def _layout_arg(fn: str, grouped_layout: Any, m_indices: Any) -> Any:
-    if m_indices is not None:
-        if grouped_layout is not None:
-            raise TypeError(f"deep_gemm.{fn}: pass grouped_layout or its alias m_indices, not both")
-        return m_indices
-    if grouped_layout is None:
-        raise TypeError(f"deep_gemm.{fn}: missing grouped_layout (alias m_indices)")
-    return grouped_layout
-
-
 def _contiguous(fn: str, a: Any, b: Any, d: Any, grouped_layout: Any, compiled_dims: Any, use_psum_layout: Any,
                 ensure_zero_padding: Any, expected_m_for_psum_layout: Any, transpose_b: bool) -> None:
     a = _args.tensor(fn, "a", a)
@@ -109,7 +99,7 @@ def m_grouped_bf16_gemm_nt_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
     afterwards). Read on the GPU only: CUDA-graph safe.
     """
     fn = "m_grouped_bf16_gemm_nt_contiguous"
-    _contiguous(fn, a, b, d, _layout_arg(fn, grouped_layout, m_indices), compiled_dims, use_psum_layout,
+    _contiguous(fn, a, b, d, _args.layout_alias(fn, grouped_layout, m_indices), compiled_dims, use_psum_layout,
                 ensure_zero_padding, expected_m_for_psum_layout, False)
 
 
@@ -119,7 +109,7 @@ def m_grouped_bf16_gemm_nn_contiguous(a: torch.Tensor, b: torch.Tensor, d: torch
                                       m_indices: Optional[torch.Tensor] = None) -> None:
     """:func:`m_grouped_bf16_gemm_nt_contiguous` with ``b`` given as ``[G, K, N]`` (read MN-major)."""
     fn = "m_grouped_bf16_gemm_nn_contiguous"
-    _contiguous(fn, a, b, d, _layout_arg(fn, grouped_layout, m_indices), compiled_dims, use_psum_layout,
+    _contiguous(fn, a, b, d, _args.layout_alias(fn, grouped_layout, m_indices), compiled_dims, use_psum_layout,
                 ensure_zero_padding, None, True)
 
 

@@ -33,17 +33,6 @@ def _check_common(fn: str, d: Any, recipe: Any, recipe_a: Any, recipe_b: Any, co
                          f"128x128-block SFB, bf16 d), got {recipe}")
 
 
-def _layout_arg(fn: str, grouped_layout: Any, m_indices: Any) -> Any:
-    """``m_indices`` is the older upstream keyword of ``grouped_layout`` (SGLang still passes it)."""
-    if m_indices is not None:
-        if grouped_layout is not None:
-            raise TypeError(f"deep_gemm.{fn}: pass grouped_layout or its alias m_indices, not both")
-        return m_indices
-    if grouped_layout is None:
-        raise TypeError(f"deep_gemm.{fn}: missing grouped_layout (alias m_indices)")
-    return grouped_layout
-
-
 def _contiguous(fn: str, a: Any, b: Any, d: Any, grouped_layout: Any, recipe: Any, recipe_a: Any, recipe_b: Any,
                 compiled_dims: Any, disable_ue8m0_cast: Any, use_psum_layout: Any, ensure_zero_padding: Any,
                 expected_m_for_psum_layout: Any, transpose_b: bool) -> None:
@@ -103,7 +92,7 @@ def m_grouped_fp8_fp4_gemm_nt_contiguous(a: tuple[torch.Tensor, torch.Tensor], b
     SM90 (fp32 scales). ``ensure_zero_padding`` has no effect on the index layout.
     """
     fn = "m_grouped_fp8_fp4_gemm_nt_contiguous"
-    _contiguous(fn, a, b, d, _layout_arg(fn, grouped_layout, m_indices), recipe, recipe_a, recipe_b, compiled_dims,
+    _contiguous(fn, a, b, d, _args.layout_alias(fn, grouped_layout, m_indices), recipe, recipe_a, recipe_b, compiled_dims,
                 disable_ue8m0_cast, use_psum_layout, ensure_zero_padding, expected_m_for_psum_layout, False)
 
 
@@ -119,7 +108,7 @@ def m_grouped_fp8_fp4_gemm_nn_contiguous(a: tuple[torch.Tensor, torch.Tensor], b
     ``[G, ceil(K/128), ceil(N/128)]``. SM90 needs K-major B, so B must be a transposed view
     (``.transpose(1, 2)``) of a K-major ``[G, N, K]`` tensor."""
     fn = "m_grouped_fp8_fp4_gemm_nn_contiguous"
-    _contiguous(fn, a, b, d, _layout_arg(fn, grouped_layout, m_indices), recipe, recipe_a, recipe_b, compiled_dims,
+    _contiguous(fn, a, b, d, _args.layout_alias(fn, grouped_layout, m_indices), recipe, recipe_a, recipe_b, compiled_dims,
                 disable_ue8m0_cast, use_psum_layout, ensure_zero_padding, None, True)
 
 

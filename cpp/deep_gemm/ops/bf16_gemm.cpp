@@ -56,17 +56,9 @@ void bf16_gemm_nt(Tensor a, Tensor b, Tensor d, std::optional<Tensor> c, std::st
   chk.size({d, "d"}, 0, m, "M, from a.shape[0]");
   chk.size({d, "d"}, 1, n, "N, from b.shape[0]");
   chk.below_2_31({{"M", m}, {"N", n}, {"K", k}});
+  check_plain_gemm_output(chk, d, c, m, n, op);
   const bool fp32_out = d.scalar_type() == ScalarType::Float;
-  check_arg(fp32_out || d.scalar_type() == ScalarType::BFloat16, op, "d must be torch.bfloat16 or torch.float32, got ",
-            dtype_name(d.scalar_type()));
   const bool c_is_d = c.has_value() && c->data_ptr() == d.data_ptr();
-  if (c.has_value()) {
-    check_arg(c->scalar_type() == d.scalar_type(), op, "c must have d's dtype ", dtype_name(d.scalar_type()), ", got ",
-              dtype_name(c->scalar_type()));
-    chk.dim({*c, "c"}, 2);
-    chk.size({*c, "c"}, 0, m, "M");
-    chk.size({*c, "c"}, 1, n, "N");
-  }
   const auto check_devices = [&] {
     chk.same_cuda_device({{a, "a"}, {b, "b"}, {d, "d"}});
     if (c.has_value()) chk.same_cuda_device({{d, "d"}, {*c, "c"}});

@@ -14,6 +14,7 @@
 
 #include "../runtime/cublaslt.hpp"
 #include "../runtime/device_runtime.hpp"
+#include "op_args.hpp"
 #include "../torch/sf_layout.hpp"
 #include "../torch/stream.hpp"
 #include "../torch/tensor_checks.hpp"
@@ -77,15 +78,7 @@ void cublaslt_gemm_nt(Tensor a, Tensor b, Tensor d, std::optional<Tensor> c) {
             "a must be torch.bfloat16 or torch.float8_e4m3fn, got ", dtype_name(ta));
   check_arg(b.scalar_type() == ta, kOp, "b must have a's dtype ", dtype_name(ta), ", got ", dtype_name(b.scalar_type()));
   const bool fp8 = ta == ScalarType::Float8_e4m3fn;
-  check_arg(d.scalar_type() == ScalarType::BFloat16 || d.scalar_type() == ScalarType::Float, kOp,
-            "d must be torch.bfloat16 or torch.float32, got ", dtype_name(d.scalar_type()));
-  if (c.has_value()) {
-    check_arg(c->scalar_type() == d.scalar_type(), kOp, "c must have d's dtype ", dtype_name(d.scalar_type()), ", got ",
-              dtype_name(c->scalar_type()));
-    chk.dim({*c, "c"}, 2);
-    chk.size({*c, "c"}, 0, m, "M");
-    chk.size({*c, "c"}, 1, n, "N");
-  }
+  check_plain_gemm_output(chk, d, c, m, n, kOp);
   const auto check_devices = [&] {
     chk.same_cuda_device({{a, "a"}, {b, "b"}, {d, "d"}});
     if (c.has_value()) chk.same_cuda_device({{d, "d"}, {*c, "c"}});

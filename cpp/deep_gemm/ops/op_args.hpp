@@ -7,8 +7,11 @@
 
 #include <torch/csrc/stable/tensor.h>
 
+#include <optional>
+
 #include "../runtime/device_runtime.hpp"
 #include "../common/errors.hpp"
+#include "../torch/tensor_checks.hpp"
 
 namespace deep_gemm::ops {
 
@@ -68,6 +71,20 @@ void set_gemm_operands(Problem& p, int64_t m, int64_t n, int64_t k, const Compil
   p.lda_bytes = tma_row_pitch(a);  // fp8: elements are bytes
   p.ldb_bytes = tma_row_pitch(b);
   p.ld_d = tma_row_pitch(d);
+}
+
+// The output of a plain (unscaled) GEMM: d [M, N] bf16 or fp32, and c, when given, of d's
+// dtype and shape (the BF16 and cuBLASLt ops).
+inline void check_plain_gemm_output(const ArgChecker& chk, const torch::stable::Tensor& d,
+                                    const std::optional<torch::stable::Tensor>& c, int64_t m, int64_t n, const char* op) {
+  check_arg(d.scalar_type() == ScalarType::BFloat16 || d.scalar_type() == ScalarType::Float, op,
+            "d must be torch.bfloat16 or torch.float32, got ", dtype_name(d.scalar_type()));
+  if (!c.has_value()) return;
+  check_arg(c->scalar_type() == d.scalar_type(), op, "c must have d's dtype ", dtype_name(d.scalar_type()), ", got ",
+            dtype_name(c->scalar_type()));
+  chk.dim({*c, "c"}, 2);
+  chk.size({*c, "c"}, 0, m, "M");
+  chk.size({*c, "c"}, 1, n, "N");
 }
 
 }  // namespace deep_gemm::ops
