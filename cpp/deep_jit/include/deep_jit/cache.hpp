@@ -627,7 +627,7 @@ class DiskCache {
       fail(cat("Kernel ", src_.name, " is not in the JIT cache", others, " for this configuration (",
                compiler_.backend(), " ", one_line(compiler_.short_version()), "), so it must be compiled, but: ",
                e.what(), " A read-only, pre-warmed cache can stay where it is: put a writable directory first, "
-               "DG_JIT_CACHE_DIR=/writable/dir:", join_path(root, ""), " (DG_JIT_DEBUG=1 says why the entry missed)."));
+               "DG_JIT_CACHE_DIR=/writable/dir:", root, " (DG_JIT_DEBUG=1 says why the entry missed)."));
     }
     FileLock lock(join_path(join_path(root, "locks"), dir_name_ + ".lock"));
     // Someone may have published while we waited for the lock.
