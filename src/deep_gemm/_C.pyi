@@ -2,6 +2,7 @@
 # schemas and the deep_gemm._C facade. Do not edit by hand.
 #
 # Registered schemas (torch.ops.deep_gemm):
+#   deep_gemm::_build_info() -> (int torch_target_major, int torch_target_minor)
 #   deep_gemm::_extension_info() -> (str path, str build_id)
 #   deep_gemm::bf16_bmk_bnk_mn(Tensor a, Tensor b, Tensor(a!) d, Tensor? c=None) -> ()
 #   deep_gemm::bf16_gemm_build(int m, int n, int k, str layout, str out, bool with_c, int num_sms, str compiled_dims) -> str
@@ -25,8 +26,10 @@
 #   deep_gemm::get_theoretical_mk_alignment_for_contiguous_layout(int expected_m=0) -> int
 #   deep_gemm::get_tma_aligned_size(int x, int element_size) -> int
 #   deep_gemm::jit_build(str name, str code, str entry) -> str
-#   deep_gemm::jit_configure(str include_root, str nvrtc_library, str[] nvrtc_include_dirs) -> ()
-#   deep_gemm::jit_info() -> (str[], str, str, str, str[], int[])
+#   deep_gemm::jit_build_recorded(str name, str code, str entry, str arch, str cpp_std, int opt_level, bool line_info, str[] defines, str[] extra_flags) -> (str, bool, str[], str, str)
+#   deep_gemm::jit_configure(str include_root, str nvrtc_library, str[] nvrtc_include_dirs, str backend="") -> ()
+#   deep_gemm::jit_info() -> (str[], str, str, str, str[], int[], str, str[])
+#   deep_gemm::jit_selftest(Tensor(a!)? out) -> str
 #   deep_gemm::k_grouped_fp8_gemm_build(int m, int n, int k, int num_groups, int num_sms, str compiled_dims, bool tn=False) -> str
 #   deep_gemm::k_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, int[] ks, Tensor ks_tensor, Tensor? c=None, str compiled_dims="mn") -> ()
 #   deep_gemm::k_grouped_fp8_gemm_tn_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, int[] ks, Tensor ks_tensor, Tensor? c=None, str compiled_dims="mn") -> ()

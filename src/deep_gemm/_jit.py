@@ -51,19 +51,23 @@ def find_wheel_nvrtc() -> tuple[str, list[str]]:
 
     ``nvidia`` is a namespace package: NVRTC and the header wheels may sit in
     different site-packages directories, so each piece is looked up on its own.
+    The header dirs found are returned even when one is missing (no CCCL wheel):
+    the runtime then names the missing wheel before compiling, instead of NVRTC
+    failing on ``cuda/std/cstdint``.
     """
     roots = _nvidia_roots()
     for lib_glob, include_dirs in _WHEEL_LAYOUTS:
         lib = _find_lib(roots, lib_glob)
-        dirs = [_find_dir(roots, rel, marker) for rel, marker in include_dirs]
-        if lib and all(dirs):
-            return lib, dirs
+        if lib:
+            return lib, [d for d in (_find_dir(roots, rel, marker) for rel, marker in include_dirs) if d]
     return "", []
 
 
-def configure() -> None:
+def configure(backend: str = "") -> None:
+    """(Re)configures the runtime from the environment; ``backend`` "nvcc" or
+    "nvrtc" overrides the automatic choice (warmup compiles for the runtime's)."""
     nvrtc_library, nvrtc_include_dirs = find_wheel_nvrtc()
-    torch.ops.deep_gemm.jit_configure(INCLUDE_ROOT, nvrtc_library, nvrtc_include_dirs)
+    torch.ops.deep_gemm.jit_configure(INCLUDE_ROOT, nvrtc_library, nvrtc_include_dirs, backend)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +77,7 @@ class JitInfo:
     cache_roots: list[str]
     backend: str
     compiler_path: str
-    compiler_version: str
+    compiler_version: str  # "unavailable: <why and the fix>" when no compiler can be used
     include_root: str
     loaded_kernels: list[str]
     num_loaded_kernels: int
@@ -81,10 +85,12 @@ class JitInfo:
     compile_failures: int
     disk_cache_hits: int
     repaired_entries: int
+    selection: str = ""  # why this backend, and where its compiler was found
+    system_include_dirs: list[str] = dataclasses.field(default_factory=list)  # NVRTC's header dirs
 
 
 def get_jit() -> JitInfo:
-    roots, backend, path, version, names, counters = torch.ops.deep_gemm.jit_info()
+    roots, backend, path, version, names, counters, selection, system_dirs = torch.ops.deep_gemm.jit_info()
     loaded, compiles, failures, hits, repaired = counters
     return JitInfo(list(roots), backend, path, version, INCLUDE_ROOT, list(names), loaded, compiles, failures, hits,
-                   repaired)
+                   repaired, selection, list(system_dirs))

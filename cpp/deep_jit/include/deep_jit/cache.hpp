@@ -49,6 +49,8 @@
 namespace deep_jit::detail {
 
 inline constexpr std::string_view kManifestMagic = "deep_jit-cache-entry 1";
+// Version of the key's recipe: bumping it retires every entry made by the old one.
+inline constexpr std::string_view kKeyMagic = "deep_jit-cache-key 2";
 inline constexpr double kStaleTempSeconds = 24 * 3600.0;
 
 // ---------------------------------------------------------------- includes
@@ -120,29 +122,45 @@ inline FileHashMemo& file_hash_memo() {
   return *memo;
 }
 
+// `path` as "<I{i}>/<rest>" when it lies under include_dirs[i] (absolute,
+// normalised), else `path` itself: the cache key names headers by their place
+// in an include root, not by where that root is installed.
+inline std::string include_relative_name(const std::string& path, const std::vector<std::string>& abs_dirs) {
+  for (size_t i = 0; i < abs_dirs.size(); ++i) {
+    const std::string& d = abs_dirs[i];
+    if (path.size() > d.size() + 1 && path.compare(0, d.size(), d) == 0 && path[d.size()] == '/')
+      return cat("<I", i, ">/", path.substr(d.size() + 1));
+  }
+  return path;
+}
+
 // Every file under `include_dirs` that `code` reaches through #include, as
-// (absolute path, content hash), sorted by path.
+// (name relative to its include root, content hash), sorted by name.
 inline std::vector<std::pair<std::string, std::string>> tracked_includes(std::string_view code,
                                                                          const std::vector<std::string>& include_dirs) {
-  std::map<std::string, std::string> seen;  // path -> sha
+  std::vector<std::string> abs_dirs;
+  for (const auto& d : include_dirs) abs_dirs.push_back(absolute_path(d));
+  std::map<std::string, std::string> seen;  // absolute path -> sha
+  std::map<std::string, std::string> named;  // relative name -> sha
   auto visit = [&](std::string_view text, const std::string& own_dir, auto& self) -> void {
     for (const auto& inc : scan_includes(text)) {
       std::vector<std::string> search;
       if (!inc.angled && !own_dir.empty()) search.push_back(own_dir);
-      search.insert(search.end(), include_dirs.begin(), include_dirs.end());
+      search.insert(search.end(), abs_dirs.begin(), abs_dirs.end());
       for (const auto& dir : search) {
         std::string path = absolute_path(join_path(dir, inc.target));
         if (seen.count(path)) break;
         auto content = file_hash_memo().read(path);
         if (!content) continue;
         seen[path] = content->second;
+        named[include_relative_name(path, abs_dirs)] = content->second;
         self(content->first, parent_dir(path), self);
         break;
       }
     }
   };
   visit(code, "", visit);
-  return {seen.begin(), seen.end()};
+  return {named.begin(), named.end()};
 }
 
 // ---------------------------------------------------------------- keys
@@ -170,18 +188,57 @@ inline void check_include_dirs(const KernelSource& src) {
       fail(cat("The include directory ", dir, " of kernel ", src.name, " does not exist or is not a directory."));
 }
 
-// The cache key: everything that can change the cubin.
-inline std::string cache_key(const KernelSource& src, const Compiler& compiler, const std::vector<std::string>& flags) {
-  Sha256 h;
-  h.field(kManifestMagic).field(src.name).field(src.entry).field(src.code);
-  h.field(compiler.backend()).field(compiler.path()).field(compiler.version());
-  h.field(src.options.arch);
-  h.field(cat("flags:", flags.size()));
-  for (const auto& f : flags) h.field(f);
+// `flag` with a trailing directory from `dirs` replaced by its placeholder
+// ("-I/site-packages/deep_gemm/include" -> "-I<I0>"): the key hashes what is in
+// those directories, not where they are installed.
+inline std::string key_flag(const std::string& flag, const std::vector<std::pair<std::string, std::string>>& dirs) {
+  for (const auto& [dir, placeholder] : dirs)
+    if (!dir.empty() && flag.size() >= dir.size() && flag.compare(flag.size() - dir.size(), dir.size(), dir) == 0)
+      return flag.substr(0, flag.size() - dir.size()) + placeholder;
+  return flag;
+}
+
+// The cache key and the digests it is made of (warmup compares them with a
+// recording's to say why a key differs).
+struct CacheKey {
+  std::string key;       // SHA-256 of everything below, with the kernel's name, entry and source
+  std::string compiler;  // backend and Compiler::identity() (no install path)
+  std::string flags;     // architecture and flags, include directories as placeholders
+  std::string includes;  // the headers reached, by relative name and content
+};
+
+// The cache key: everything that can change the cubin, and nothing that only
+// says where things are installed (include roots, the compiler's path), so
+// two installs with identical headers and one compiler build share entries.
+inline CacheKey cache_key(const KernelSource& src, const Compiler& compiler, const std::vector<std::string>& flags) {
+  CacheKey k;
+  k.compiler = Sha256().field(compiler.backend()).field(compiler.identity()).hex_digest();
+  std::vector<std::pair<std::string, std::string>> dirs;
+  for (size_t i = 0; i < src.options.include_dirs.size(); ++i) {
+    dirs.emplace_back(src.options.include_dirs[i], cat("<I", i, ">"));
+    dirs.emplace_back(absolute_path(src.options.include_dirs[i]), cat("<I", i, ">"));
+  }
+  const auto system_dirs = compiler.system_include_dirs();
+  for (size_t i = 0; i < system_dirs.size(); ++i) dirs.emplace_back(system_dirs[i], cat("<S", i, ">"));
+  Sha256 f;
+  f.field(src.options.arch).field(cat("flags:", flags.size()));
+  for (const auto& flag : flags) f.field(key_flag(flag, dirs));
+  k.flags = f.hex_digest();
   auto includes = tracked_includes(src.code, src.options.include_dirs);
-  h.field(cat("includes:", includes.size()));
-  for (const auto& [path, sha] : includes) h.field(path).field(sha);
-  return h.hex_digest();
+  Sha256 inc;
+  inc.field(cat("includes:", includes.size()));
+  for (const auto& [name, sha] : includes) inc.field(name).field(sha);
+  k.includes = inc.hex_digest();
+  k.key = Sha256()
+              .field(kKeyMagic)
+              .field(src.name)
+              .field(src.entry)
+              .field(src.code)
+              .field(k.compiler)
+              .field(k.flags)
+              .field(k.includes)
+              .hex_digest();
+  return k;
 }
 
 inline std::string entry_dir_name(const KernelSource& src, const std::string& key) {
@@ -190,13 +247,19 @@ inline std::string entry_dir_name(const KernelSource& src, const std::string& ke
 
 // ---------------------------------------------------------------- entries
 
+inline std::string one_line(std::string text) {
+  for (char& c : text)
+    if (c == '\n' || c == '\r') c = ' ';
+  return text;
+}
+
 inline bool has_elf_magic(std::string_view data) { return data.size() >= 4 && data.substr(0, 4) == "\x7f" "ELF"; }
 
 inline std::string manifest_text(const KernelSource& src, const std::string& key, const Compiler& compiler,
                                  std::string_view cubin) {
   return cat(kManifestMagic, "\nname ", src.name, "\nentry ", src.entry, "\nkey ", key, "\nbackend ",
-             compiler.backend(), "\ncompiler ", compiler.path(), "\ncubin_bytes ", cubin.size(), "\ncubin_sha256 ",
-             sha256_hex(cubin), "\n");
+             compiler.backend(), "\ncompiler ", compiler.path(), "\ncompiler_version ", one_line(compiler.short_version()),
+             "\ncubin_bytes ", cubin.size(), "\ncubin_sha256 ", sha256_hex(cubin), "\n");
 }
 
 // The value of "<field> <value>" in a manifest, or "".
@@ -343,7 +406,11 @@ class FileLock {
   static int open_lock_file(const std::string& path) {
     auto open_once = [&] {
       return ForkSafety::get().open_tracked([&] {
-        return ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+        int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, kPublicFileMode);
+        // Another user's lock file: flock(2) works on a read-only descriptor too.
+        if (fd < 0 && errno == EACCES) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        else if (fd >= 0) ::fchmod(fd, kPublicFileMode);  // fails harmlessly on another user's file
+        return fd;
       });
     };
     std::string found;
@@ -373,6 +440,19 @@ class FileLock {
   int fd_ = -1;
 };
 
+// Modes 0755 / 0644 for everything under `dir` (not following links), so an
+// entry is readable by everyone who can read the cache root whatever the
+// umask of the process that compiled it.
+inline void make_tree_public(const std::string& dir) {
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    auto kind = it->symlink_status(ec).type();
+    if (kind == std::filesystem::file_type::directory) ::chmod(it->path().c_str(), kPublicDirMode);
+    else if (kind == std::filesystem::file_type::regular) ::chmod(it->path().c_str(), kPublicFileMode);
+  }
+}
+
 // ---------------------------------------------------------------- roots
 
 // Creates the writable root's sub-directories, turning any failure (read-only
@@ -387,7 +467,7 @@ inline void prepare_writable_root(const std::string& root) {
       ::unlink(dir.c_str());
     }
     std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
+    make_public_dirs(dir, ec);
     if (ec || !is_dir(dir))
       fail(cat("The JIT cache directory ", root, " is not writable (creating ", dir, " failed: ",
                ec ? ec.message() : std::string("not a directory"),
@@ -499,11 +579,12 @@ class DiskCache {
     check_include_dirs(src_);
     flags_ = compiler_.flags(src_.options, diag_);
     key_ = cache_key(src_, compiler_, flags_);
-    dir_name_ = entry_dir_name(src_, key_);
+    dir_name_ = entry_dir_name(src_, key_.key);
   }
 
   // The full SHA-256 cache key (computing it needs no compile and no GPU).
-  const std::string& key() const { return key_; }
+  const std::string& key() const { return key_.key; }
+  const CacheKey& key_parts() const { return key_; }
 
   BuildOutcome build() {
     for (const auto& root : roots_)
@@ -519,7 +600,7 @@ class DiskCache {
   std::optional<BuildOutcome> lookup(const std::string& root) {
     std::string dir = entry_dir(root);
     std::string why;
-    auto cubin = read_valid_entry(dir, key_, &why);
+    auto cubin = read_valid_entry(dir, key_.key, &why);
     if (!cubin) {
       if (!why.empty()) debug_log(diag_, cat("cache entry ", dir, " is invalid: ", why));
       return std::nullopt;
@@ -538,16 +619,36 @@ class DiskCache {
   }
 
   BuildOutcome build_in(const std::string& root) {
-    prepare_writable_root(root);
+    explain_miss();
+    try {
+      prepare_writable_root(root);
+    } catch (const Error& e) {
+      std::string others = roots_.size() > 1 ? " or any other cache root" : "";
+      fail(cat("Kernel ", src_.name, " is not in the JIT cache", others, " for this configuration (",
+               compiler_.backend(), " ", one_line(compiler_.short_version()), "), so it must be compiled, but: ",
+               e.what(), " A read-only, pre-warmed cache can stay where it is: put a writable directory first, "
+               "DG_JIT_CACHE_DIR=/writable/dir:", root, " (DG_JIT_DEBUG=1 says why the entry missed)."));
+    }
     FileLock lock(join_path(join_path(root, "locks"), dir_name_ + ".lock"));
     // Someone may have published while we waited for the lock.
     std::string dir = entry_dir(root);
     std::string why;
-    if (auto cubin = read_valid_entry(dir, key_, &why)) {
+    if (auto cubin = read_valid_entry(dir, key_.key, &why)) {
       BuildOutcome hit{join_path(dir, "kernel.cubin"), std::move(*cubin), false, false};
       return finish_hit(std::move(hit));
     }
     bool repaired = false;
+    if (!why.empty() && file_kind_text(dir) == "a directory" && ::access(dir.c_str(), R_OK | X_OK) != 0 &&
+        errno == EACCES) {
+      struct stat st{};
+      ::stat(dir.c_str(), &st);
+      char mode[8];
+      std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      fail(cat("The JIT cache entry ", dir, " exists but this user (uid ", ::getuid(), ") cannot read it (owner uid ",
+               st.st_uid, ", mode ", mode, "): it was written by another user with "
+               "an older deep_gemm or a restrictive umask. Make the cache readable (chmod -R a+rX ", root,
+               ") or use another DG_JIT_CACHE_DIR."));
+    }
     if (!why.empty()) {
       debug_log(diag_, cat("moving aside invalid cache entry ", dir, ": ", why));
       quarantine(root, dir);
@@ -558,6 +659,45 @@ class DiskCache {
     BuildOutcome out = compile_and_publish(root);
     out.repaired = repaired;
     return out;
+  }
+
+  // On a miss, says once per process (each time with DG_JIT_DEBUG) when the
+  // cache holds this kernel built for another configuration: a cache warmed
+  // with NVRTC is not used by a runtime that compiles with nvcc, nor the reverse.
+  void explain_miss() {
+    static std::atomic<bool> said{false};
+    if (said.load() && !diag_.debug) return;
+    const std::string prefix = sanitize_name(src_.name) + "-";
+    std::string other;
+    for (const auto& root : roots_) {
+      std::string cache_dir = join_path(root, "cache");
+      for (const auto& name : list_dir(cache_dir)) {
+        if (name.rfind(prefix, 0) != 0 || name.size() != prefix.size() + 32 || name == dir_name_) continue;
+        DirFd d(::open(join_path(cache_dir, name).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+        if (d.get() < 0) continue;
+        std::string why;
+        auto manifest = read_entry_file(d.get(), "manifest", kMaxManifestBytes, &why);
+        if (!manifest || manifest_field(*manifest, "name") != src_.name) continue;
+        std::string backend = manifest_field(*manifest, "backend");
+        std::string version = manifest_field(*manifest, "compiler_version");
+        if (backend != compiler_.backend()) {
+          other = cat("it holds this kernel built with ", backend, version.empty() ? "" : " " + version,
+                      ", but this process compiles with ", compiler_.backend(), " (", compiler_.path(),
+                      "); entries are per backend: run with ", backend == "nvrtc" ? "DG_JIT_USE_NVRTC=1" :
+                      "the nvcc that warmed the cache (DG_JIT_NVCC_COMPILER)", " to use them, or warm the cache "
+                      "with the backend the runtime uses");
+          break;
+        }
+        if (!version.empty() && version != one_line(compiler_.short_version()))
+          other = cat("it holds this kernel built by ", backend, " ", version, ", but this process has ",
+                      backend, " ", one_line(compiler_.short_version()), "; warm the cache with the runtime's compiler");
+        else if (other.empty())
+          other = "it holds this kernel built from other inputs (other headers, flags or source)";
+      }
+      if (!other.empty()) break;
+    }
+    if (other.empty() || (said.exchange(true) && !diag_.debug)) return;
+    log_line(cat("deep_jit: kernel ", src_.name, " missed the JIT cache: ", other, "."));
   }
 
   BuildOutcome compile_and_publish(const std::string& root) {
@@ -600,7 +740,8 @@ class DiskCache {
     stats_.compiles++;
     if ((seconds > 1.0 && !quiet_) || diag_.debug)
       log_line(cat("deep_gemm: compiled ", src_.name, " in ", seconds, " s (", compiler_.backend(), ")"));
-    write_file(join_path(work, "manifest"), manifest_text(src_, key_, compiler_, *cubin), "cache manifest");
+    write_file(join_path(work, "manifest"), manifest_text(src_, key_.key, compiler_, *cubin), "cache manifest");
+    make_tree_public(work);  // nvcc writes the cubin (and --keep files) under the umask
     return std::move(*cubin);
   }
 
@@ -639,7 +780,7 @@ class DiskCache {
       if (err != EEXIST && err != ENOTEMPTY && err != ENOTDIR)
         fail(cat("Cannot publish the compiled kernel ", src_.name, " to ", dir, ": ", errno_text(err), "."));
       std::string why;
-      if (auto theirs = read_valid_entry(dir, key_, &why)) {
+      if (auto theirs = read_valid_entry(dir, key_.key, &why)) {
         remove_tree(work);
         debug_log(diag_, cat("another process published ", dir, " first; using it"));
         return BuildOutcome{join_path(dir, "kernel.cubin"), std::move(*theirs), true, false};
@@ -657,7 +798,7 @@ class DiskCache {
   bool quiet_;
   CacheStats& stats_;
   std::vector<std::string> flags_;
-  std::string key_;
+  CacheKey key_;
   std::string dir_name_;
 };
 

@@ -34,10 +34,25 @@ class Compiler {
   virtual ~Compiler() = default;
   virtual const std::string& backend() const = 0;   // "nvcc" or "nvrtc"
   virtual const std::string& path() const = 0;      // nvcc binary or libnvrtc file
-  virtual const std::string& version() const = 0;   // full version text, part of the cache key
+  virtual const std::string& version() const = 0;   // full version text, for humans
+  // What names this compiler build in the cache key: its version text (nvcc's
+  // includes the build id), never its path, so two installs of one toolkit
+  // share entries.
+  virtual std::string identity() const = 0;
+  virtual std::string short_version() const { return version(); }  // one line, for messages and manifests
+  // Header directories the backend passes itself (NVRTC's): their paths are
+  // left out of the key, their version headers are in identity().
+  virtual std::vector<std::string> system_include_dirs() const { return {}; }
   // Flags for these options; everything that can change the cubin must be here.
   virtual std::vector<std::string> flags(const CompileOptions& opts, const Diagnostics& diag) const = 0;
   virtual CompileResult compile(const CompileRequest& req) const = 0;
+
+  // Why this compiler was chosen and where it was found, for get_jit() and the doctor.
+  const std::string& origin() const { return origin_; }
+  void set_origin(std::string origin) { origin_ = std::move(origin); }
+
+ private:
+  std::string origin_;
 };
 
 // "sm_90a" -> "90a". Rejects anything else so a typo cannot reach the compiler.

@@ -14,30 +14,50 @@
 
 namespace deep_jit::detail {
 
+// An nvcc found, and by which rule (for get_jit() and the doctor).
+struct FoundNvcc {
+  std::string path;    // as found
+  std::string origin;  // "DG_JIT_NVCC_COMPILER", "CUDA_HOME", "CUDA_PATH", "PATH", "/usr/local/cuda"
+};
+
 // Where nvcc is, in the documented order. DG_JIT_NVCC_COMPILER and CUDA_HOME
 // are explicit requests: when set but wrong they are an Error rather than
 // silently skipped. CUDA_PATH, PATH and /usr/local/cuda are guesses.
-// Returns "" when nothing was found.
-inline std::string find_nvcc() {
+// An empty path when nothing was found.
+inline FoundNvcc locate_nvcc() {
   if (auto explicit_path = env("DG_JIT_NVCC_COMPILER")) {
     if (!is_executable_file(*explicit_path))
       fail(cat("DG_JIT_NVCC_COMPILER is set to ", *explicit_path, ", which is not an executable file."));
-    return *explicit_path;
+    return {*explicit_path, "DG_JIT_NVCC_COMPILER"};
   }
   if (auto home = env("CUDA_HOME")) {
     std::string candidate = join_path(*home, "bin/nvcc");
     if (!is_executable_file(candidate))
       fail(cat("CUDA_HOME is set to ", *home, " but ", candidate,
                " is not an executable nvcc; fix CUDA_HOME, unset it, or set DG_JIT_USE_NVRTC=1."));
-    return candidate;
+    return {candidate, "CUDA_HOME"};
   }
   if (auto cuda_path = env("CUDA_PATH")) {
     std::string candidate = join_path(*cuda_path, "bin/nvcc");
-    if (is_executable_file(candidate)) return candidate;
+    if (is_executable_file(candidate)) return {candidate, "CUDA_PATH"};
   }
-  if (std::string on_path = find_in_path("nvcc"); !on_path.empty()) return on_path;
-  if (is_executable_file("/usr/local/cuda/bin/nvcc")) return "/usr/local/cuda/bin/nvcc";
-  return "";
+  if (std::string on_path = find_in_path("nvcc"); !on_path.empty()) return {on_path, "PATH"};
+  if (is_executable_file("/usr/local/cuda/bin/nvcc")) return {"/usr/local/cuda/bin/nvcc", "/usr/local/cuda"};
+  return {};
+}
+
+inline std::string find_nvcc() { return locate_nvcc().path; }
+
+// The host compiler nvcc will run, or "" when it has none: nvcc preprocesses
+// every source with it ("gcc" on PATH unless NVCC_CCBIN or -ccbin in
+// NVCC_PREPEND_FLAGS / NVCC_APPEND_FLAGS says otherwise) and fails without it.
+inline std::string nvcc_host_compiler() {
+  if (auto ccbin = env("NVCC_CCBIN")) return *ccbin;
+  for (const char* var : {"NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"})
+    if (auto flags = env(var); flags && (flags->find("-ccbin") != std::string::npos ||
+                                          flags->find("--compiler-bindir") != std::string::npos))
+      return cat("(", var, ")");
+  return find_in_path("gcc");
 }
 
 // "release 13.0, V13.0.88" from `nvcc --version`, for humans.
@@ -50,8 +70,10 @@ inline std::string short_nvcc_version(const std::string& text) {
 
 class NvccCompiler final : public Compiler {
  public:
-  explicit NvccCompiler(std::string nvcc_path) : path_(std::move(nvcc_path)) {
-    if (!is_executable_file(path_)) fail(cat("The NVCC compiler ", path_, " is not an executable file."));
+  // Runs nvcc through its real path: /usr/local/cuda/bin/nvcc and
+  // /usr/local/cuda-13.0/bin/nvcc are one compiler (the key holds neither).
+  explicit NvccCompiler(const std::string& nvcc_path) : path_(canonical_path(nvcc_path)) {
+    if (!is_executable_file(path_)) fail(cat("The NVCC compiler ", nvcc_path, " is not an executable file."));
     ProcessResult r = run_process({path_, "--version"});
     if (!r.ok())
       fail(cat("Running '", path_, " --version' failed: it ", r.status_text(), ". Output:\n", r.output));
@@ -63,7 +85,8 @@ class NvccCompiler final : public Compiler {
   const std::string& backend() const override { return backend_; }
   const std::string& path() const override { return path_; }
   const std::string& version() const override { return version_; }
-  const std::string& short_version() const { return short_version_; }
+  std::string short_version() const override { return short_version_; }
+  std::string identity() const override { return version_; }
 
   std::vector<std::string> flags(const CompileOptions& opts, const Diagnostics& diag) const override {
     std::string arch = arch_number(opts.arch);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 
 #include <map>
 #include <memory>
@@ -18,6 +19,7 @@
 #include "fork.hpp"
 #include "error.hpp"
 #include "fs.hpp"
+#include "hash.hpp"
 #include "process.hpp"
 
 namespace deep_jit::detail {
@@ -132,24 +134,28 @@ inline std::string nvrtc_in_toolkit(const std::string& root) {
 // Where libnvrtc is: DG_JIT_NVRTC_LIBRARY (an Error when wrong), one already
 // loaded, a toolkit (CUDA_HOME, CUDA_PATH, /usr/local/cuda), then the dynamic
 // loader's own search. Returns "" when none is found.
-inline std::string find_nvrtc_library() {
+inline std::string find_nvrtc_library(std::string* origin = nullptr) {
+  auto found = [&](std::string path, std::string how) {
+    if (origin) *origin = std::move(how);
+    return path;
+  };
   if (auto explicit_path = env("DG_JIT_NVRTC_LIBRARY")) {
     if (!is_file(*explicit_path))
       fail(cat("DG_JIT_NVRTC_LIBRARY is set to ", *explicit_path, ", which is not a file."));
-    return *explicit_path;
+    return found(*explicit_path, "DG_JIT_NVRTC_LIBRARY");
   }
-  if (std::string loaded = already_loaded_nvrtc(); !loaded.empty()) return loaded;
+  if (std::string loaded = already_loaded_nvrtc(); !loaded.empty()) return found(loaded, "already loaded in the process");
   for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
     if (auto root = env(var))
-      if (std::string found = nvrtc_in_toolkit(*root); !found.empty()) return found;
+      if (std::string lib = nvrtc_in_toolkit(*root); !lib.empty()) return found(lib, var);
   }
-  if (std::string found = nvrtc_in_toolkit("/usr/local/cuda"); !found.empty()) return found;
+  if (std::string lib = nvrtc_in_toolkit("/usr/local/cuda"); !lib.empty()) return found(lib, "/usr/local/cuda");
   for (const char* soname : {"libnvrtc.so.13", "libnvrtc.so.12"}) {
     void* h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
     if (!h) continue;
     Dl_info info{};
     void* sym = dlsym(h, "nvrtcVersion");
-    if (sym && dladdr(sym, &info) && info.dli_fname) return info.dli_fname;
+    if (sym && dladdr(sym, &info) && info.dli_fname) return found(info.dli_fname, "the dynamic loader's path");
   }
   return "";
 }
@@ -172,6 +178,33 @@ inline std::vector<std::string> default_nvrtc_include_dirs(const std::string& li
   for (const auto& c : candidates)
     if (is_dir(c)) dirs.push_back(absolute_path(c));
   return dirs;
+}
+
+inline unsigned long long file_size(const std::string& path) {
+  struct stat st{};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<unsigned long long>(st.st_size) : 0;
+}
+
+// What in an NVRTC header directory changes between releases, by content:
+// the CUDA runtime's and CCCL's version headers, where present. (NVRTC's own
+// patch release is not reported by nvrtcVersion; the library's size stands
+// for it in NvrtcCompiler::identity.)
+inline std::string header_dir_fingerprint(const std::string& dir) {
+  std::string out;
+  for (const char* marker : {"cuda_runtime_api.h", "cuda/std/__cccl/version.h"}) {
+    std::string path = join_path(dir, marker);
+    if (auto content = try_read_file(path)) out += cat(out.empty() ? "" : ", ", marker, " ", sha256_hex(*content).substr(0, 16));
+  }
+  return out.empty() ? "no version header" : out;
+}
+
+// The pip command that provides `header` for an NVRTC of CUDA `major`:
+// cuda/... is CCCL (nvidia-cuda-cccl), the rest the CUDA runtime headers.
+inline std::string header_wheel_hint(const std::string& header, int major) {
+  bool cccl = header.rfind("cuda/", 0) == 0;
+  std::string base = cccl ? "nvidia-cuda-cccl" : "nvidia-cuda-runtime";
+  if (major >= 13) return cat("pip install \"", base, ">=", major, ",<", major + 1, "\"");
+  return cat("pip install ", base, "-cu", major);
 }
 
 // Owns one nvrtcProgram.
@@ -201,12 +234,20 @@ class NvrtcCompiler final : public Compiler {
     for (const auto& dir : include_dirs_)
       if (!is_dir(dir)) fail(cat("The NVRTC include directory ", dir, " does not exist."));
     version_ = cat("nvrtc ", api_->major, ".", api_->minor, " (", path_, ")");
+    identity_ = cat("nvrtc ", api_->major, ".", api_->minor, ", ", file_size(path_), " bytes");
+    for (const auto& dir : include_dirs_) identity_ += cat("; ", header_dir_fingerprint(dir));
   }
+
+  int major() const { return api_->major; }
+  int minor() const { return api_->minor; }
 
   const std::string& backend() const override { return backend_; }
   const std::string& path() const override { return path_; }
   const std::string& version() const override { return version_; }
   const std::vector<std::string>& include_dirs() const { return include_dirs_; }
+  std::string identity() const override { return identity_; }
+  std::string short_version() const override { return cat("nvrtc ", api_->major, ".", api_->minor); }
+  std::vector<std::string> system_include_dirs() const override { return include_dirs_; }
 
   std::vector<std::string> flags(const CompileOptions& opts, const Diagnostics& diag) const override {
     arch_number(opts.arch);  // validates
@@ -293,6 +334,7 @@ class NvrtcCompiler final : public Compiler {
   std::string path_;
   std::vector<std::string> include_dirs_;
   std::string version_;
+  std::string identity_;
   const NvrtcApi* api_ = nullptr;
 };
 

@@ -113,10 +113,17 @@ inline std::string read_file(const std::string& path) {
   return *data;
 }
 
-// Writes (replacing) a file; `what` says what the file is, for the message.
+// Cache files and directories get these modes whatever the umask (fchmod and
+// chmod ignore it): a cache warmed by one user, e.g. root building an image,
+// must be readable by every user who can read its root.
+inline constexpr mode_t kPublicFileMode = 0644;
+inline constexpr mode_t kPublicDirMode = 0755;
+
+// Writes (replacing) a file, mode 0644; `what` says what the file is, for the message.
 inline void write_file(const std::string& path, std::string_view data, std::string_view what = "file") {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kPublicFileMode);
   if (fd < 0) fail(cat("Cannot create the ", what, " ", path, ": ", errno_text(errno), "."));
+  ::fchmod(fd, kPublicFileMode);  // best effort: only the owner may, and we created it
   size_t done = 0;
   while (done < data.size()) {
     ssize_t n = ::write(fd, data.data() + done, data.size() - done);
@@ -139,13 +146,33 @@ inline void make_dirs(const std::string& path, std::string_view what) {
     fail(cat("Cannot create the ", what, " ", path, ": ", ec ? ec.message() : std::string("not a directory"), "."));
 }
 
-// Creates a fresh, uniquely named directory inside `parent`.
+// Creates `path` and its missing parents, each new one with mode 0755 whatever
+// the umask; existing directories keep their mode. Sets `ec` on failure.
+inline void make_public_dirs(const std::string& path, std::error_code& ec) {
+  ec.clear();
+  std::filesystem::path so_far;
+  for (const auto& part : std::filesystem::path(path).lexically_normal()) {
+    so_far /= part;
+    if (part.empty() || part == "/") continue;
+    const std::string p = so_far.string();
+    if (::mkdir(p.c_str(), kPublicDirMode) == 0) {
+      ::chmod(p.c_str(), kPublicDirMode);
+    } else if (errno != EEXIST) {
+      ec = std::error_code(errno, std::generic_category());
+      return;
+    }
+  }
+}
+
+// Creates a fresh, uniquely named directory inside `parent`, mode 0755 (mkdtemp
+// makes it 0700, and it becomes a cache entry by rename).
 inline std::string make_temp_dir(const std::string& parent, std::string_view prefix) {
   std::string templ = join_path(parent, cat(prefix, ".XXXXXX"));
   std::vector<char> buf(templ.begin(), templ.end());
   buf.push_back('\0');
   if (!::mkdtemp(buf.data()))
     fail(cat("Cannot create a temporary build directory in ", parent, ": ", errno_text(errno), "."));
+  ::chmod(buf.data(), kPublicDirMode);
   return std::string(buf.data());
 }
 
@@ -165,6 +192,14 @@ inline std::vector<std::string> list_dir(const std::string& path) {
   }
   ::closedir(d);
   return names;
+}
+
+// `path` with every symbolic link resolved (realpath), or `path` itself when it
+// cannot be resolved.
+inline std::string canonical_path(const std::string& path) {
+  std::error_code ec;
+  auto real = std::filesystem::canonical(path, ec);
+  return ec ? path : real.string();
 }
 
 inline std::string absolute_path(const std::string& path) {

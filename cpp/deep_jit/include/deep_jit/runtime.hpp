@@ -14,6 +14,7 @@
 #include "compiler_nvcc.hpp"
 #include "compiler_nvrtc.hpp"
 #include "driver.hpp"
+#include "record.hpp"
 #include "env.hpp"
 #include "error.hpp"
 #include "fork.hpp"
@@ -47,6 +48,7 @@ inline RuntimeConfig RuntimeConfig::from_env() {
   if (auto lib = detail::env("DG_JIT_NVRTC_LIBRARY")) cfg.nvrtc_library = *lib;
   if (auto inc = detail::env("DG_JIT_NVRTC_INCLUDE_DIRS")) cfg.nvrtc_include_dirs = detail::split(*inc, ':');
   cfg.quiet = detail::env_flag("DG_JIT_QUIET");
+  if (auto rec = detail::env("DG_JIT_RECORD")) cfg.record_path = detail::absolute_path(*rec);
   return cfg;
 }
 
@@ -65,33 +67,75 @@ inline RuntimeConfig complete_config(RuntimeConfig cfg) {
   return cfg;
 }
 
-inline std::shared_ptr<const Compiler> make_nvrtc(const RuntimeConfig& cfg) {
-  std::string lib = cfg.nvrtc_library.empty() ? find_nvrtc_library() : cfg.nvrtc_library;
+// Before any compile: every header in cfg.required_headers must be in one of
+// NVRTC's include directories, else an Error naming the wheel that has it
+// (NVRTC would fail later with "cannot open source file").
+inline void check_nvrtc_headers(const NvrtcCompiler& c, const RuntimeConfig& cfg) {
+  for (const auto& header : cfg.required_headers) {
+    bool found = false;
+    for (const auto& dir : c.include_dirs()) found = found || is_file(join_path(dir, header));
+    if (found) continue;
+    std::string dirs;
+    for (const auto& dir : c.include_dirs()) dirs += (dirs.empty() ? "" : ", ") + dir;
+    bool cccl = header.rfind("cuda/", 0) == 0;
+    fail(cat("NVRTC (", c.path(), ", CUDA ", c.major(), ".", c.minor(), ") is the JIT compiler here, but the ",
+             cccl ? "CCCL headers" : "CUDA runtime headers", " it needs (", header, ") are in none of its include "
+             "directories (", dirs.empty() ? "none" : dirs, "). Fix: ", header_wheel_hint(header, c.major()),
+             ", or set DG_JIT_NVRTC_INCLUDE_DIRS to folders holding them (':'-separated), or install a CUDA "
+             "toolkit (its nvcc is then used)."));
+  }
+}
+
+inline std::shared_ptr<const Compiler> make_nvrtc(const RuntimeConfig& cfg, const std::string& why) {
+  std::string how = "configured by the caller";
+  std::string lib = cfg.nvrtc_library.empty() ? find_nvrtc_library(&how) : cfg.nvrtc_library;
   if (lib.empty())
-    fail("No CUDA compiler was found: libnvrtc is not loaded, not in CUDA_HOME, CUDA_PATH or /usr/local/cuda, and "
-         "not on the loader path. Install the nvidia-cuda-nvrtc wheel (with nvidia-cuda-runtime and "
-         "nvidia-cuda-cccl), or a CUDA toolkit, or set DG_JIT_NVRTC_LIBRARY.");
-  return std::make_shared<NvrtcCompiler>(lib, cfg.nvrtc_include_dirs);
+    fail("No CUDA compiler was found: no nvcc, and libnvrtc is not loaded, not in CUDA_HOME, CUDA_PATH or "
+         "/usr/local/cuda, and not on the loader path. Install the nvidia-cuda-nvrtc wheel (with nvidia-cuda-runtime "
+         "and nvidia-cuda-cccl), or a CUDA toolkit, or set DG_JIT_NVRTC_LIBRARY.");
+  if (!cfg.nvrtc_library.empty() && env("DG_JIT_NVRTC_LIBRARY") == lib) how = "DG_JIT_NVRTC_LIBRARY";
+  auto c = std::make_shared<NvrtcCompiler>(lib, cfg.nvrtc_include_dirs);
+  check_nvrtc_headers(*c, cfg);
+  c->set_origin(cat(why, "; libnvrtc (", how, "): ", lib));
+  return c;
 }
 
 // Backend choice: explicit backend; else DG_JIT_USE_NVRTC=1 -> NVRTC; else
 // NVCC when one is found; else NVRTC.
 inline std::shared_ptr<const Compiler> make_compiler(const RuntimeConfig& cfg) {
   std::string backend = cfg.backend;
-  if (backend.empty() && env_flag("DG_JIT_USE_NVRTC")) backend = "nvrtc";
-  if (backend == "nvrtc") return make_nvrtc(cfg);
-  std::string nvcc = cfg.nvcc_path.empty() ? find_nvcc() : cfg.nvcc_path;
-  if (!nvcc.empty()) return std::make_shared<NvccCompiler>(nvcc);
+  if ((backend.empty() || backend == "nvrtc") && env_flag("DG_JIT_USE_NVRTC"))
+    return make_nvrtc(cfg, "NVRTC because DG_JIT_USE_NVRTC=1");
+  if (backend == "nvrtc") return make_nvrtc(cfg, "NVRTC requested by the caller");
+  FoundNvcc nvcc = cfg.nvcc_path.empty() ? locate_nvcc() : FoundNvcc{cfg.nvcc_path, "configured by the caller"};
+  if (!cfg.nvcc_path.empty() && env("DG_JIT_NVCC_COMPILER") == cfg.nvcc_path) nvcc.origin = "DG_JIT_NVCC_COMPILER";
+  if (!nvcc.path.empty() && nvcc_host_compiler().empty()) {
+    // An nvcc merely found (PATH, CUDA_PATH, /usr/local/cuda) that cannot run
+    // gives way to NVRTC, which needs no host compiler; one asked for is an Error.
+    std::string why = cat("nvcc (", nvcc.path, ", from ", nvcc.origin, ") needs a host compiler to preprocess "
+                          "kernels and there is none (no gcc on PATH, no NVCC_CCBIN)");
+    bool asked = backend == "nvcc" || nvcc.origin == "DG_JIT_NVCC_COMPILER" || nvcc.origin == "CUDA_HOME" ||
+                 nvcc.origin == "configured by the caller";
+    if (asked)
+      fail(cat("The JIT compiler ", why, ". Fix: install gcc and g++, or set NVCC_CCBIN to a host compiler, or set "
+               "DG_JIT_USE_NVRTC=1 (NVRTC needs no host compiler)."));
+    return make_nvrtc(cfg, "NVRTC because " + why);
+  }
+  if (!nvcc.path.empty()) {
+    auto c = std::make_shared<NvccCompiler>(nvcc.path);
+    std::string real = c->path() == nvcc.path ? "" : cat(" -> ", c->path());
+    c->set_origin(cat(backend == "nvcc" ? "nvcc requested by the caller" : "nvcc found", " (", nvcc.origin, "): ",
+                      nvcc.path, real));
+    return c;
+  }
   if (backend == "nvcc")
     fail("The JIT backend is nvcc but no nvcc was found (looked in DG_JIT_NVCC_COMPILER, CUDA_HOME, CUDA_PATH, "
          "PATH and /usr/local/cuda/bin).");
-  return make_nvrtc(cfg);
+  return make_nvrtc(cfg, "NVRTC because no nvcc was found (DG_JIT_NVCC_COMPILER, CUDA_HOME, CUDA_PATH, PATH, "
+                         "/usr/local/cuda/bin)");
 }
 
-inline std::string display_version(const Compiler& c) {
-  if (auto* nvcc = dynamic_cast<const NvccCompiler*>(&c)) return nvcc->short_version();
-  return c.version();
-}
+inline std::string display_version(const Compiler& c) { return c.short_version(); }
 
 }  // namespace detail
 
@@ -125,12 +169,30 @@ class Runtime {
   // path. Thread-safe; needs no GPU and no driver.
   std::string build(const KernelSource& src) { return build_outcome(src).cubin_path; }
 
+  // build(), and what the cache key is made of (for warmup tools).
+  struct BuildReport {
+    std::string cubin_path;
+    bool compiled = false;
+    detail::CacheKey key;
+    std::string backend, compiler_version;
+  };
+  BuildReport build_report(const KernelSource& src) {
+    auto [cfg, compiler] = snapshot();
+    detail::Diagnostics diag = detail::Diagnostics::from_env();
+    detail::DiskCache cache(src, *compiler, cfg.cache_roots, diag, cfg.quiet, stats_);
+    record(cfg, src, *compiler, cache);
+    detail::BuildOutcome out = cache.build();
+    return {out.cubin_path, out.compiled, cache.key_parts(), compiler->backend(),
+            detail::one_line(compiler->short_version())};
+  }
+
   // Builds `src` and loads it into `device`'s primary context. Memoised per
   // (cache key, device); the reference stays valid for the process.
   const Kernel& load(const KernelSource& src, int device) {
     auto [cfg, compiler] = snapshot();
     detail::Diagnostics diag = detail::Diagnostics::from_env();
     detail::DiskCache cache(src, *compiler, cfg.cache_roots, diag, cfg.quiet, stats_);
+    record(cfg, src, *compiler, cache);
     std::string memo_key = cache.key() + "@" + std::to_string(device);
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -171,6 +233,8 @@ class Runtime {
       out.backend = compiler->backend();
       out.compiler_path = compiler->path();
       out.compiler_version = detail::display_version(*compiler);
+      out.selection = compiler->origin();
+      out.system_include_dirs = compiler->system_include_dirs();
     }
     out.compiles = stats_.compiles.load();
     out.compile_failures = stats_.compile_failures.load();
@@ -222,7 +286,14 @@ class Runtime {
     auto [cfg, compiler] = snapshot();
     detail::Diagnostics diag = detail::Diagnostics::from_env();
     detail::DiskCache cache(src, *compiler, cfg.cache_roots, diag, cfg.quiet, stats_);
+    record(cfg, src, *compiler, cache);
     return cache.build();
+  }
+
+  static void record(const RuntimeConfig& cfg, const KernelSource& src, const detail::Compiler& compiler,
+                     const detail::DiskCache& cache) {
+    if (!cfg.record_path.empty())
+      detail::KernelRecorder::get().record(cfg.record_path, src, compiler, cache.key_parts());
   }
 
   static std::unique_ptr<Kernel> load_module(const KernelSource& src, const detail::BuildOutcome& built, int device) {

@@ -34,10 +34,15 @@ struct RuntimeConfig {
   std::string nvrtc_library;                   // "" = detect
   std::vector<std::string> nvrtc_include_dirs; // "" = derived from the NVRTC library's location
   bool quiet = false;                          // silences the "compiled X in N s" line
+  // Headers (e.g. "cuda/std/cstdint") the kernels include from the compiler's
+  // own header directories: with NVRTC, a missing one is an Error naming the
+  // wheel that provides it, raised before any compile.
+  std::vector<std::string> required_headers;
+  std::string record_path;                     // DG_JIT_RECORD: append each kernel built or loaded (record.hpp)
 
   // The configuration the environment asks for (DG_JIT_CACHE_DIR,
   // DG_JIT_USE_NVRTC, DG_JIT_NVCC_COMPILER, DG_JIT_NVRTC_LIBRARY,
-  // DG_JIT_NVRTC_INCLUDE_DIRS, DG_JIT_QUIET). Defined in runtime.hpp.
+  // DG_JIT_NVRTC_INCLUDE_DIRS, DG_JIT_QUIET, DG_JIT_RECORD). Defined in runtime.hpp.
   static RuntimeConfig from_env();
 };
 
@@ -78,6 +83,8 @@ struct LaunchConfig {
 struct JitInfo {
   std::vector<std::string> cache_roots;
   std::string backend, compiler_path, compiler_version;
+  std::string selection;                         // why this backend, and where the compiler was found
+  std::vector<std::string> system_include_dirs;  // the backend's own header directories (NVRTC's)
   size_t kernels_loaded = 0;
   std::vector<std::string> loaded_names;
   // Counters for this process, for tests and diagnostics.
