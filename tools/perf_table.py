@@ -25,12 +25,17 @@ KINDS = {
     "m_grouped_fp8_gemm_nt_contiguous": "contiguous",
     "m_grouped_fp8_gemm_nt_masked": "masked",
     "k_grouped_fp8_gemm_nt_contiguous": "k-grouped",
+    "bf16_gemm_nt": "bf16 dense",
+    "m_grouped_bf16_gemm_nt_contiguous": "bf16 contiguous",
+    "m_grouped_bf16_gemm_nt_masked": "bf16 masked",
 }
 
 
 def shape(r):
     kind = KINDS.get(r["op"], r["op"])
-    if kind == "dense":
+    if "->" in r["op"]:  # an einsum expression
+        return f"einsum {r['op']} (dims {r['m']}, {r['n']}, {r['k']}; batch {r['groups']})"
+    if kind in ("dense", "bf16 dense"):
         return f"dense {r['m']}x{r['n']}x{r['k']}"
     if kind == "k-grouped":
         return f"k-grouped {r['groups']} x ~{r['expected_k_per_group']} K, M {r['m']}, N {r['n']}"
