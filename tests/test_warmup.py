@@ -115,3 +115,17 @@ def test_small_m_warmup_builds_the_per_token_scale_kernel_unless_turned_off(tmp_
     bad = subprocess.run(cmd, env=dict(env, DG_DEV_SM90_FP8_SFA_FROM_GLOBAL="2"), capture_output=True, text=True,
                          timeout=120)
     assert bad.returncode != 0 and "DG_DEV_SM90_FP8_SFA_FROM_GLOBAL must be 0 or 1" in bad.stderr, bad.stderr[-800:]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"),
+                    reason="needs nvcc to compile")
+def test_warmup_bf16_suite(tmp_path):
+    env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path), DG_JIT_PTXAS_CHECK="1")
+    cmd = [sys.executable, "-m", "deep_gemm.warmup", "--num-sms", "132", "--suite", "bf16"]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 9, lines
+    for line in lines:
+        name, path = line.split()[-2:]
+        assert name.startswith("sm90_bf16_gemm_nt_bf16_") and path.startswith(str(tmp_path)), line

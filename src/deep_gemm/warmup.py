@@ -3,6 +3,7 @@
     python -m deep_gemm.warmup --from-record kernels.jsonl
     python -m deep_gemm.warmup --num-sms 132 --suite fp8
     python -m deep_gemm.warmup --num-sms 132 --suite grouped
+    python -m deep_gemm.warmup --num-sms 132 --suite bf16
     python -m deep_gemm.warmup --num-sms 132 --shape 4096,7168,16384 --shape 128,2112,7168:fp32
 
 For deployment images and CI: the kernels land in DG_JIT_CACHE_DIR exactly as
@@ -173,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arch", default="sm_90a", help="target architecture (only sm_90a is supported)")
     ap.add_argument("--num-sms", type=_parse_num_sms, help="SM count of the target GPU (132 on H100/H200 SXM); "
                     "needed by --suite and --shape")
-    ap.add_argument("--suite", choices=["fp8", "grouped"], action="append", default=[], help="a benchmark suite's shapes")
+    ap.add_argument("--suite", choices=["fp8", "grouped", "bf16"], action="append", default=[],
+                    help="a benchmark suite's shapes (bf16: the dense BF16 nt kernels of the fp8 suite's shapes)")
     ap.add_argument("--shape", type=_parse_shape, action="append", default=[], help="M,N,K[:fp32]")
     ap.add_argument("--compiled-dims", default="nk")
     ap.add_argument("--k-grouped-compiled-dims", default="mn",
@@ -185,9 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     if "fp8" in args.suite:
         shapes += [(m, n, k, False) for (m, n, k) in FP8_SUITE]
     grouped = GROUPED_SUITE if "grouped" in args.suite else []
-    if not shapes and not grouped and not args.from_record:
+    bf16 = FP8_SUITE if "bf16" in args.suite else []
+    if not shapes and not grouped and not bf16 and not args.from_record:
         ap.error("nothing to compile: give --from-record, --suite and/or --shape")
-    if (shapes or grouped) and args.num_sms is None:
+    if (shapes or grouped or bf16) and args.num_sms is None:
         ap.error("--suite and --shape need --num-sms (the SM count of the GPU the kernels are for)")
     records = []
     for path in args.from_record:
@@ -209,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     rc = 0
     if records:
         rc = _warm_from_records(ap, records, {None: "recorded", "auto": ""}.get(args.backend, args.backend))
-    if not shapes and not grouped:
+    if not shapes and not grouped and not bf16:
         return rc
     _jit.configure(backend="" if args.backend in (None, "auto") else args.backend)
     try:
@@ -260,7 +263,14 @@ def main(argv: list[str] | None = None) -> int:
         status = "cached" if name in seen else f"{time.perf_counter() - t0:6.2f} s"
         seen.add(name)
         print(f"{label:>24} x {n:>6} x {k:>6} bf16  {status}  {name}  {path}", flush=True)
-    total = len(shapes) + len(grouped)
+    for m, n, k in bf16:
+        t0 = time.perf_counter()
+        name, path = build("--suite bf16", torch.ops.deep_gemm.bf16_gemm_build, m, n, k, "nt", "bf16", False,
+                           args.num_sms, args.compiled_dims).split("\t")
+        status = "cached" if name in seen else f"{time.perf_counter() - t0:6.2f} s"
+        seen.add(name)
+        print(f"{m:>6} x {n:>6} x {k:>6} bf16 (BF16 GEMM)  {status}  {name}  {path}", flush=True)
+    total = len(shapes) + len(grouped) + len(bf16)
     print(f"warmup: {len(seen)} kernels for {total} shapes in {time.perf_counter() - t_all:.1f} s", file=sys.stderr)
     return rc
 
