@@ -42,6 +42,30 @@ Bf16Operand bf16_operand(const Tensor& x, const char* name, const char* op) {
   return out;
 }
 
+// The launch fields every BF16 problem shares: sizes, compiled dims, device, operand
+// pointers and pitches (A's and B's outer pitch in bytes), and the rows of A and D as 2-D views.
+void set_bf16_operands(launch::Sm90Bf16Problem& p, const CompiledDims& cd, int64_t m, int64_t n, int64_t k,
+                       int64_t rows, const Tensor& a, uint64_t lda_bytes, const Tensor& b, const Bf16Operand& ob,
+                       const Tensor& d) {
+  p.m = static_cast<int>(m);
+  p.n = static_cast<int>(n);
+  p.k = static_cast<int>(k);
+  p.compiled_m = cd.m ? p.m : 0;
+  p.compiled_n = cd.n ? p.n : 0;
+  p.compiled_k = cd.k ? p.k : 0;
+  p.device = d.get_device_index();
+  p.mn_major_b = ob.mn_major;
+  p.m_for_config = p.m;
+  p.a = a.data_ptr();
+  p.b = b.data_ptr();
+  p.d = d.data_ptr();
+  p.lda_bytes = lda_bytes;
+  p.ldb_bytes = ob.pitch_bytes;
+  p.ld_d = tma_row_pitch(d);
+  p.a_rows = static_cast<uint64_t>(rows);
+  p.d_rows = static_cast<uint64_t>(rows);
+}
+
 void bf16_gemm_nt(Tensor a, Tensor b, Tensor d, std::optional<Tensor> c, std::string compiled_dims) {
   constexpr const char* op = "bf16_gemm_nt";
   const ArgChecker chk(op);
@@ -86,27 +110,11 @@ void bf16_gemm_nt(Tensor a, Tensor b, Tensor d, std::optional<Tensor> c, std::st
     return;
   }
   launch::Sm90Bf16Problem p;
-  p.m = static_cast<int>(m);
-  p.n = static_cast<int>(n);
-  p.k = static_cast<int>(k);
-  p.compiled_m = cd.m ? p.m : 0;
-  p.compiled_n = cd.n ? p.n : 0;
-  p.compiled_k = cd.k ? p.k : 0;
-  p.device = d.get_device_index();
+  set_bf16_operands(p, cd, m, n, k, m, a, oa.pitch_bytes, b, ob, d);
   p.mn_major_a = oa.mn_major;
-  p.mn_major_b = ob.mn_major;
   p.fp32_out = fp32_out;
   p.with_c = c.has_value();
-  p.m_for_config = p.m;
-  p.a = a.data_ptr();
-  p.b = b.data_ptr();
   p.c = c.has_value() ? c->data_ptr() : nullptr;
-  p.d = d.data_ptr();
-  p.lda_bytes = oa.pitch_bytes;
-  p.ldb_bytes = ob.pitch_bytes;
-  p.ld_d = tma_row_pitch(d);
-  p.a_rows = static_cast<uint64_t>(m);
-  p.d_rows = static_cast<uint64_t>(m);
   launch::Sm90Bf16GemmLauncher::get().run(p, op);
 }
 
@@ -134,26 +142,6 @@ Bf16Operand check_grouped_b(const ArgChecker& chk, const Tensor& b, int64_t g, i
   return ob;
 }
 
-void fill_grouped(launch::Sm90Bf16Problem& p, const CompiledDims& cd, const Tensor& a, const Tensor& b, const Tensor& d,
-                  const Bf16Operand& ob, int64_t rows, int64_t m, int64_t n, int64_t k, int64_t g) {
-  p.m = static_cast<int>(m);
-  p.n = static_cast<int>(n);
-  p.k = static_cast<int>(k);
-  p.compiled_m = cd.m ? p.m : 0;
-  p.compiled_n = cd.n ? p.n : 0;
-  p.compiled_k = cd.k ? p.k : 0;
-  p.device = d.get_device_index();
-  p.mn_major_b = ob.mn_major;
-  p.num_groups = static_cast<int>(g);
-  p.a = a.data_ptr();
-  p.b = b.data_ptr();
-  p.d = d.data_ptr();
-  p.lda_bytes = tma_row_pitch(a) * 2;
-  p.ldb_bytes = ob.pitch_bytes;
-  p.ld_d = tma_row_pitch(d);
-  p.a_rows = static_cast<uint64_t>(rows);
-  p.d_rows = static_cast<uint64_t>(rows);
-}
 
 void m_grouped_bf16_gemm_nt_contiguous(Tensor a, Tensor b, Tensor d, Tensor grouped_layout, std::string compiled_dims,
                                        bool use_psum_layout, std::optional<int64_t> expected_m_for_psum_layout,
@@ -202,7 +190,8 @@ void m_grouped_bf16_gemm_nt_contiguous(Tensor a, Tensor b, Tensor d, Tensor grou
   if (is_meta(d)) return;
   if (use_psum_layout && ensure_zero_padding) torch::stable::zero_(d);  // rows outside the groups read zero
   launch::Sm90Bf16Problem p;
-  fill_grouped(p, cd, a, b, d, ob, m, m, n, k, g);
+  set_bf16_operands(p, cd, m, n, k, m, a, tma_row_pitch(a) * 2, b, ob, d);
+  p.num_groups = static_cast<int>(g);
   p.gemm_type = use_psum_layout ? 3 : 1;
   const bool per_group = use_psum_layout && expected_m_for_psum_layout.has_value();
   p.m_for_config = per_group ? static_cast<int>(*expected_m_for_psum_layout) : p.m;
@@ -252,7 +241,8 @@ void m_grouped_bf16_gemm_nt_masked(Tensor a, Tensor b, Tensor d, Tensor masked_m
   check_devices();
   if (is_meta(d)) return;
   launch::Sm90Bf16Problem p;
-  fill_grouped(p, cd, a, b, d, ob, g * max_m, max_m, n, k, g);
+  set_bf16_operands(p, cd, max_m, n, k, g * max_m, a, tma_row_pitch(a) * 2, b, ob, d);
+  p.num_groups = static_cast<int>(g);
   p.gemm_type = 2;
   p.m_for_config = static_cast<int>(expected_m);
   p.groups_for_config = static_cast<int>(g);
@@ -310,22 +300,11 @@ void bf16_bmk_bnk_mn(Tensor a, Tensor b, Tensor d, std::optional<Tensor> c) {
     return;
   }
   launch::Sm90Bf16Problem p;
-  p.m = static_cast<int>(m);
-  p.n = static_cast<int>(n);
-  p.k = static_cast<int>(k);
-  p.device = d.get_device_index();
+  const Bf16Operand ob{false, static_cast<uint64_t>(n > 1 ? b.stride(1) : k) * 2};
+  set_bf16_operands(p, CompiledDims{}, m, n, k, m, a, static_cast<uint64_t>(m > 1 ? a.stride(1) : k) * 2, b, ob, d);
   p.fp32_out = fp32_out;
   p.with_c = c.has_value();
-  p.m_for_config = p.m;
-  p.a = a.data_ptr();
-  p.b = b.data_ptr();
   p.c = c.has_value() ? d.data_ptr() : nullptr;
-  p.d = d.data_ptr();
-  p.lda_bytes = static_cast<uint64_t>(m > 1 ? a.stride(1) : k) * 2;
-  p.ldb_bytes = static_cast<uint64_t>(n > 1 ? b.stride(1) : k) * 2;
-  p.ld_d = tma_row_pitch(d);
-  p.a_rows = static_cast<uint64_t>(m);
-  p.d_rows = static_cast<uint64_t>(m);
   p.num_batches = static_cast<int>(s);
   p.a_batch_bytes = static_cast<uint64_t>(s > 1 ? a.stride(0) : m * k) * 2;
   p.b_batch_bytes = static_cast<uint64_t>(s > 1 ? b.stride(0) : n * k) * 2;
