@@ -177,6 +177,31 @@ def test_accumulates(mode, out):
     assert calc_diff(d, ref) < (1e-5 if out == F32 else 1e-4)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["none", "c_is_d", "c_separate"])
+@pytest.mark.parametrize("out", [BF16, F32])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("m,n,k", [(200, 1000, 12288), (64, 512, 8200)])
+def test_split_k(m, n, k, layout, out, mode):
+    # Few output tiles and K >= 8192: the K loop runs split over CTAs into FP32 partial sums
+    # (a ragged last K block in the second shape), reduced by the op, C added once.
+    torch.manual_seed(m + k)
+    a, b = _operands(layout, m, n, k, _randn)
+    la, lb = _logical(layout, a, b)
+    ref = la @ lb.t()
+    c = None if mode == "none" else (torch.randn(m, n, device="cuda") * 8).to(out)
+    if mode == "c_is_d":
+        d = c.clone()
+        c = d
+    else:
+        d = torch.full((m, n), float("nan"), device="cuda", dtype=out)
+    if c is not None:
+        ref = ref + c.float()
+    getattr(deep_gemm, f"bf16_gemm_{layout}")(a, b, d, c)
+    torch.cuda.synchronize()
+    assert calc_diff(d, ref) < (1e-5 if out == F32 or c is None else 1e-4)
+
+
 def _grouped_b(g, n, k, nn):
     b = _randn(g, k, n) if nn else _randn(g, n, k)
     return b, (b.float().transpose(1, 2) if nn else b.float())

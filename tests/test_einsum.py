@@ -85,8 +85,10 @@ def _randn(*shape):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("out", [F32, BF16])
-@pytest.mark.parametrize("s,m,n,k", [(129, 128, 384, 128), (4096, 256, 256, 256), (8192, 384, 128, 384), (3, 200, 136, 96)])
+@pytest.mark.parametrize("s,m,n,k", [(129, 128, 384, 128), (4096, 256, 256, 256), (8192, 384, 128, 384), (3, 200, 136, 96),
+                                     (2, 1024, 1536, 128)])
 def test_bmk_bnk_mn(s, m, n, k, out):
+    # All but the last split the batches over CTAs (few output tiles); the last runs unsplit.
     a, b = _randn(s, m, k), _randn(s, n, k)
     ref = torch.einsum("bmk,bnk->mn", a.float(), b.float())
     if out == F32:
@@ -98,6 +100,21 @@ def test_bmk_bnk_mn(s, m, n, k, out):
         deep_gemm.einsum("bmk,bnk->mn", a, b, d)
     torch.cuda.synchronize()
     assert calc_diff(d, ref) < 1e-5
+
+
+@pytest.mark.gpu
+def test_bmk_bnk_mn_split_into_strided_odd_d():
+    # The split path's workspace pads odd rows for its pair stores; d is a row-strided view.
+    s, m, n, k = 300, 72, 37, 64
+    a, b = _randn(s, m, k), _randn(s, n, k)
+    base = torch.randn(m, 40, device="cuda")
+    d = base[:, :n]
+    ref = torch.einsum("bmk,bnk->mn", a.float(), b.float()) + d
+    tail = base[:, n:].clone()
+    deep_gemm.einsum("bmk,bnk->mn", a, b, d, c=d)
+    torch.cuda.synchronize()
+    assert calc_diff(d, ref) < 1e-5
+    assert torch.equal(base[:, n:], tail)  # the columns past N are not d's: untouched
 
 
 @pytest.mark.gpu

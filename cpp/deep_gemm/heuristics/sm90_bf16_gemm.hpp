@@ -91,4 +91,30 @@ inline std::vector<Sm90Bf16GemmConfig> rank_sm90_bf16_gemm_configs(int m, int n,
     return out;
 }
 
+// Split K over CTAs (the kernel's split_units): where the output's 128 x 128 tiles fill
+// less than half the SMs (small M and N, long K: 128 x 2112 x 7168 has 17 tiles for 132
+// SMs), the K loop is cut into `splits` runs of `units_per_split` units (K blocks of a
+// dense GEMM, batches of einsum bmk,bnk->mn) whose FP32 partial sums the op reduces. A
+// split keeps at least kSm90Bf16MinSplitKBlocks K blocks: shorter ones spend more on the
+// partial sums than their extra SMs save. units_per_split 0: not split.
+// The reduction costs two aten calls (sum, and a copy for BF16 D): host time that the H200
+// runs showed only long K to repay (2026-12-03, bf16_gemm_nt at M = 128: 7168 x 16384 85 vs
+// 89 us unsplit; 2112 x 7168 28 vs 26 us and 4096 x 7168 37 vs 31 us, slower), so a dense
+// GEMM splits from kSm90Bf16MinSplitDenseK on; einsum's batches always may.
+constexpr int kSm90Bf16MinSplitKBlocks = 8;
+constexpr int kSm90Bf16MinSplitDenseK = 8192;
+struct Sm90Bf16Split {
+    int units_per_split = 0, splits = 1;
+};
+inline Sm90Bf16Split sm90_bf16_split(long m, long n, long units, long k_blocks_per_unit, int num_sms) {
+    const long tiles = static_cast<long>(sm90_ceil_div(static_cast<int>(std::max(m, 1L)), 128)) *
+                       sm90_ceil_div(static_cast<int>(std::max(n, 1L)), 128);
+    if (units < 2 || tiles * 2 > num_sms) return {};
+    const long by_k = units * k_blocks_per_unit / kSm90Bf16MinSplitKBlocks;
+    const long want = std::min({units, num_sms / tiles, by_k});
+    if (want < 2) return {};
+    const long per = (units + want - 1) / want;  // then no split is empty
+    return {static_cast<int>(per), static_cast<int>((units + per - 1) / per)};
+}
+
 }  // namespace deep_gemm::heuristics

@@ -6,7 +6,9 @@
 // cfg.smem_bytes, cluster 1. Kernel arguments:
 //   (uint32 m, uint32 n, uint32 k, CUtensorMap a, CUtensorMap b, CUtensorMap d,
 //    OutT* d, const OutT* c /*may be d, or null*/, uint32 ld_d /*elements*/,
-//    const int* grouped_layout, uint32 num_groups, uint32 align_m, uint32 num_batches)
+//    const int* grouped_layout, uint32 num_groups, uint32 align_m, uint32 num_batches,
+//    uint32 split_units /*0, or K split into runs of that many batches (batched K) or K
+//                         blocks (dense): D is then an FP32 [splits][M][ld_d] workspace*/)
 //   m: M (dense), M_sum (contiguous, psum) or max rows per group (masked).
 //   Tensor maps (bf16, 128B swizzle): A K-major [rows][K] box 64 x block_m, or MN-major
 //   [K][M] box 64 x 64; B K-major [G * N][K] box 64 x block_n, or MN-major [G * K][N] box
@@ -46,6 +48,10 @@ struct Sm90Bf16Problem {
   // [batch][rows][K] K-major with these batch strides.
   int num_batches = 0;
   uint64_t a_batch_bytes = 0, b_batch_bytes = 0;
+  // K split into runs of split_units batches (batched K) or K blocks (dense), 0: one run
+  // (heuristics::sm90_bf16_split); d is then an FP32 [splits][m][ld_d] workspace that the
+  // op reduces, and groups_for_config the number of splits.
+  int split_units = 0;
 };
 
 // What one compiled kernel is.
@@ -87,10 +93,11 @@ inline std::string sm90_bf16_kernel_source(const Sm90Bf16KernelSpec& s) {
   code += sm90_bf16_kernel_name(s) + "(uint32_t m, uint32_t n, uint32_t k,\n"
           "         const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,\n"
           "         const __grid_constant__ CUtensorMap tmap_d, " + out_t + "* d, const " + out_t + "* c, uint32_t ld_d,\n"
-          "         const int* grouped_layout, uint32_t num_groups, uint32_t align_m, uint32_t num_batches) {\n";
+          "         const int* grouped_layout, uint32_t num_groups, uint32_t align_m, uint32_t num_batches,\n"
+          "         uint32_t split_units) {\n";
   code += "    deep_gemm::sm90_bf16_gemm_impl<" + t.str() +
           ">(\n        m, n, k, &tmap_a, &tmap_b, &tmap_d, d, c, ld_d, grouped_layout, num_groups, align_m, "
-          "num_batches);\n}\n";
+          "num_batches, split_units);\n}\n";
   return code;
 }
 
@@ -125,7 +132,7 @@ struct Bf16ConfigKey {
   bool mn_major_a, mn_major_b, fp32_out, with_c;
   int gemm_type, m_for_config, groups_for_config, align_m;
   bool batched_k = false;
-  int k_for_config = 0;  // batched K: the summed K the heuristics cost (batches x k)
+  int k_for_config = 0;  // batched or split K: the K one tile sums, as the heuristics cost it (0: k)
   bool operator==(const Bf16ConfigKey&) const = default;
   size_t hash() const {
     return hash_fields({m, n, k, compiled_m, compiled_n, compiled_k, num_sms, mult_m, mult_n, device, int(mn_major_a),
@@ -136,7 +143,7 @@ struct Bf16ConfigKey {
 
 inline h::Sm90Bf16GemmConfig choose_bf16_config(const Bf16ConfigKey& key, int max_smem) {
   const bool staged = !key.fp32_out && !key.with_c;
-  for (const auto& c : h::rank_sm90_bf16_gemm_configs(key.m_for_config, key.n, key.batched_k ? key.k_for_config : key.k,
+  for (const auto& c : h::rank_sm90_bf16_gemm_configs(key.m_for_config, key.n, key.k_for_config > 0 ? key.k_for_config : key.k,
                                                       key.num_sms, key.mn_major_a,
                                                       key.mn_major_b, staged, key.fp32_out ? 4 : 2, max_smem,
                                                       key.groups_for_config, key.gemm_type, key.align_m, key.with_c)) {
@@ -180,11 +187,13 @@ class Sm90Bf16GemmLauncher {
   void run(const Sm90Bf16Problem& p, const char* op) {
     const auto& rt = DeviceRuntime::get();
     const auto [mult_m, mult_n] = rt.block_size_multiple_of();
+    const int k_per_unit = p.num_batches > 0 ? p.k : h::kSm90Bf16BlockK;
+    const int k_for_config = p.split_units > 0 ? p.split_units * k_per_unit : p.num_batches * p.k;
     const detail::Bf16ConfigKey key{p.m,          p.n,          p.k,        p.compiled_m, p.compiled_n,
                                     p.compiled_k, rt.num_sms(p.device), mult_m, mult_n, p.device,
                                     p.mn_major_a, p.mn_major_b, p.fp32_out, p.with_c,     p.gemm_type,
                                     p.m_for_config, p.groups_for_config, p.align_m, p.num_batches > 0,
-                                    p.num_batches > 0 ? p.num_batches * p.k : 0};
+                                    k_for_config};
     const auto& e = cache_.get(key, p.device, op, plan_sm90_bf16_gemm, [&](const h::Sm90Bf16GemmConfig& c) {
       return deep_jit::detail::cat(op, " m=", p.m, " n=", p.n, " k=", p.k, " -> block ", c.block_m, "x", c.block_n, ", ",
                                    c.stages, " stages, grid ", c.grid_x, ", smem ", c.smem_bytes, " B");
@@ -198,7 +207,8 @@ class Sm90Bf16GemmLauncher {
     const auto ld_d = static_cast<uint32_t>(p.ld_d);
     const auto groups = static_cast<uint32_t>(p.num_groups), align = static_cast<uint32_t>(p.align_m);
     const auto batches = static_cast<uint32_t>(std::max(p.num_batches, 1));
-    deep_jit::launch(*e.kernel, lc, m, n, k, ma, mb, md, p.d, p.c, ld_d, p.layout, groups, align, batches);
+    const auto per_split = static_cast<uint32_t>(p.split_units);
+    deep_jit::launch(*e.kernel, lc, m, n, k, ma, mb, md, p.d, p.c, ld_d, p.layout, groups, align, batches, per_split);
   }
 
  private:

@@ -104,6 +104,10 @@ __device__ __forceinline__ void load_tile(uint8_t* dst, const CUtensorMap* map, 
 // kBatchedK (einsum bmk,bnk->mn): D = C + sum over `num_batches` batches of A_b B_b^T, A and B
 // K-major rank-3 maps [batch][rows][K] (K a multiple of 64): the K loop walks every batch's
 // K blocks, so the sum stays in the accumulators.
+// split_units > 0 (dense and batched K; a few output tiles cannot fill the SMs otherwise):
+// the K loop is cut into splits of that many units (batches, or K blocks of a dense GEMM),
+// each split's tiles scheduled as extra M blocks, and split s's partial sum stored into the
+// FP32 slice d + s * m * ld_d; C is not read (the host reduces the slices and adds C).
 template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
           uint32_t kStages, uint32_t kGroupN, bool kMnMajorA, bool kMnMajorB, typename OutT, bool kWithC,
           GemmType kGemmType = GemmType::kNormal, bool kBatchedK = false>
@@ -112,7 +116,7 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
                                                     const CUtensorMap* tmap_d, OutT* d, const OutT* c,
                                                     uint32_t ld_d, const int* grouped_layout = nullptr,
                                                     uint32_t num_groups = 1, uint32_t align_m = 1,
-                                                    uint32_t num_batches = 1) {
+                                                    uint32_t num_batches = 1, uint32_t split_units = 0) {
     using namespace sm90;
     using namespace sm90_bf16;
     constexpr bool kBf16Out = sizeof(OutT) == 2;
@@ -136,7 +140,25 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
     const uint32_t n = shape_dim<kShapeN>(shape_n);
     const uint32_t k = shape_dim<kShapeK>(shape_k);
     const uint32_t k_blocks_per_batch = ceil_div(k, kBlockK);
-    const uint32_t num_k_blocks = kBatchedK ? num_batches * k_blocks_per_batch : k_blocks_per_batch;
+    // The units a split is cut from: batches (batched K) or K blocks.
+    const uint32_t num_units = kBatchedK ? num_batches : k_blocks_per_batch;
+    const uint32_t k_blocks_per_unit = kBatchedK ? k_blocks_per_batch : 1;
+    const bool split = kGemmType == GemmType::kNormal && split_units > 0;
+    const uint32_t split_size = split ? split_units : num_units;
+    const uint32_t m_blocks = ceil_div(m, kBlockM);
+    // The scheduler's M: every split's M blocks in turn.
+    const uint32_t sched_m = split ? ceil_div(num_units, split_size) * m_blocks * kBlockM : m;
+    // A tile's split, first row, first unit and K blocks.
+    struct TileSpan {
+        uint32_t split, m0, first_unit, num_k_blocks;
+    };
+    const auto span_of = [&](const TileInfo& tile, uint32_t a_row) {
+        if (!split) return TileSpan{0, a_row, 0, num_units * k_blocks_per_unit};
+        const uint32_t s = tile.m_block / m_blocks;
+        const uint32_t first = s * split_size;
+        return TileSpan{s, (tile.m_block - s * m_blocks) * kBlockM, first,
+                        min(split_size, num_units - first) * k_blocks_per_unit};
+    };
 
     extern __shared__ uint8_t smem_raw[];
     const Layout smem(smem_raw);
@@ -147,27 +169,29 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
         // ---- producer warpgroup: one thread keeps the ring full ----
         ptx::setmaxnreg_dec<kProducerRegs>();
         if (threadIdx.x == kNumMathThreads) {
-            Scheduler sched(m, n, grouped_layout, num_groups, align_m);
+            Scheduler sched(sched_m, n, grouped_layout, num_groups, align_m);
             PipeState<kStages> pipe;
             TileInfo tile{};
             while (sched.next(tile)) {
-                const int32_t m0 = static_cast<int32_t>(sched.a_row(tile));
+                const TileSpan span = span_of(tile, sched.a_row(tile));
+                const int32_t m0 = static_cast<int32_t>(span.m0);
                 const int32_t n0 = static_cast<int32_t>(tile.n_block * kBlockN);
                 // m-grouped B: K-major rows group * N + n0; MN-major K rows group * K + k0.
                 const int32_t b_row = static_cast<int32_t>(kMnMajorB ? n0 : sched.b_row(tile, n0));
                 const int32_t b_k_row0 = static_cast<int32_t>(kMnMajorB ? sched.group(tile) * k : 0);
-                for (uint32_t kb = 0; kb < num_k_blocks; ++kb, pipe.advance()) {
+                for (uint32_t kb = 0; kb < span.num_k_blocks; ++kb, pipe.advance()) {
                     const uint32_t s = pipe.stage;
                     ptx::mbar_wait_watchdog(smem.empty(s), pipe.phase ^ 1u);
                     uint64_t* full = smem.full(s);
                     ptx::mbar_arrive_expect_tx(full, Layout::kStageTxBytes);
                     if constexpr (kBatchedK) {
-                        const uint32_t batch = kb / k_blocks_per_batch;
-                        const int32_t k0 = static_cast<int32_t>((kb - batch * k_blocks_per_batch) * kBlockK);
+                        const uint32_t rel = kb / k_blocks_per_batch;
+                        const uint32_t batch = span.first_unit + rel;
+                        const int32_t k0 = static_cast<int32_t>((kb - rel * k_blocks_per_batch) * kBlockK);
                         ptx::tma_load_3d(smem.a(s), tmap_a, full, k0, m0, static_cast<int32_t>(batch));
                         ptx::tma_load_3d(smem.b(s), tmap_b, full, k0, n0, static_cast<int32_t>(batch));
                     } else {
-                        const int32_t k0 = static_cast<int32_t>(kb * kBlockK);
+                        const int32_t k0 = static_cast<int32_t>((span.first_unit + kb) * kBlockK);
                         load_tile<kMnMajorA, kBlockM>(smem.a(s), tmap_a, full, k0, m0, 0);
                         load_tile<kMnMajorB, kBlockN>(smem.b(s), tmap_b, full, k0, b_row, b_k_row0);
                     }
@@ -183,14 +207,16 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
         // This warpgroup's 64-row slab of A: rows wg * 64 (K-major), or chunk wg (MN-major).
         const uint64_t desc_a0 = make_desc<kMnMajorA>(smem.a(0) + wg * (kMnMajorA ? kChunkBytes : 64 * 128));
         const uint64_t desc_b0 = make_desc<kMnMajorB>(smem.b(0));
-        Scheduler sched(m, n, grouped_layout, num_groups, align_m);
+        Scheduler sched(sched_m, n, grouped_layout, num_groups, align_m);
         PipeState<kStages> pipe;
         TileInfo tile;
         float acc[kBlockN / 2];
 #pragma unroll
         for (uint32_t i = 0; i < kBlockN / 2; ++i) acc[i] = 0.0f;
         while (sched.next(tile)) {
-            const uint32_t m0 = sched.a_row(tile), n0 = tile.n_block * kBlockN;
+            const TileSpan span = span_of(tile, sched.a_row(tile));
+            const uint32_t m0 = span.m0, n0 = tile.n_block * kBlockN;
+            const uint32_t num_k_blocks = span.num_k_blocks;
             // The whole K loop accumulates in `acc`: each K block's wgmmas are issued as one
             // group; the previous block's stage is handed back once that group is done.
             uint32_t prev_stage = 0;
@@ -231,6 +257,9 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
                 }
             } else if constexpr (kBf16Out) {
                 epilogue::store_tile_bf16_direct<kBlockN>(acc, d, ld_d, row, n0, m, n, lane, c);
+            } else if (split) {
+                epilogue::store_tile<kBlockN>(acc, d + static_cast<size_t>(span.split) * m * ld_d, nullptr, ld_d, row,
+                                              n0, m, n, lane);
             } else {
                 epilogue::store_tile<kBlockN>(acc, d, kWithC ? c : nullptr, ld_d, row, n0, m, n, lane);
             }

@@ -1,5 +1,5 @@
-"""The bf16 suite: ``bf16_gemm_nt`` (not implemented on SM90 yet: its rows are skipped) on
-the dense FP8 suite's shapes, against bf16 matmul."""
+"""The bf16 suite: ``bf16_gemm_nt`` and ``cublaslt_gemm_nt`` on the dense FP8 suite's shapes,
+against torch.matmul (cuBLAS) on the same data."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ MAX_DIFF = 1e-4
 BF16_SHAPES = FP8_SHAPES
 
 
-def bf16_case(dg: Any, m: int, n: int, k: int) -> Case:
-    case = Case(meta=row_meta(NAME, "bf16_gemm_nt", m, n, k), flops=gemm_flops(m, n, k), max_diff=MAX_DIFF)
+def bf16_case(dg: Any, m: int, n: int, k: int, op_name: str = "bf16_gemm_nt") -> Case:
+    case = Case(meta=row_meta(NAME, op_name, m, n, k), flops=gemm_flops(m, n, k), max_diff=MAX_DIFF)
     a, b = randn(m, k), randn(n, k)
     case.reference = a.float() @ b.float().t()
     case.peers = {PEER_BF16: bf16_peer(a, b)}
-    op, case.skip_reason = get_op(dg, "bf16_gemm_nt")
+    op, case.skip_reason = get_op(dg, op_name)
     if op is not None:
         d = nan_output(m, n)
         case.ours, case.read_ours = (lambda: op(a, b, d)), (lambda: d)
@@ -29,7 +29,9 @@ def bf16_case(dg: Any, m: int, n: int, k: int) -> Case:
 
 
 def cases(dg: Any, seed: int):
-    return shape_cases(NAME, BF16_SHAPES, lambda m, n, k: bf16_case(dg, m, n, k))
+    yield from shape_cases(NAME, BF16_SHAPES, lambda m, n, k: bf16_case(dg, m, n, k))
+    # The cuBLASLt wrapper against torch.matmul: the same library, so the gap is our host path.
+    yield from shape_cases(f"{NAME} cublaslt", BF16_SHAPES, lambda m, n, k: bf16_case(dg, m, n, k, "cublaslt_gemm_nt"))
 
 
 SUITE = Suite(NAME, MAX_DIFF, cases)

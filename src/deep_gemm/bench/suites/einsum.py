@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from ...utils.math import per_block_cast_to_fp8, per_token_cast_to_fp8
 from ..protocol import PEER_BF16, Case, Peer, Suite, get_op, nan_output, randn, row_meta
 
 NAME = "einsum"
@@ -44,9 +45,35 @@ def einsum_case(dg: Any, expr: str, dims: tuple[int, int, int, int]) -> Case:
     return case
 
 
+# fp8_einsum("bhr,hdr->bhd") (recipe (1, 128, 128)) on the per-head shapes, against the BF16
+# torch.einsum of the same values.
+FP8_SETS = ((4096, 128, 512, 128), (4096, 8, 4096, 1024))
+
+
+def fp8_einsum_case(dg: Any, dims: tuple[int, int, int, int]) -> Case:
+    bsz, h, r, dd = dims
+    expr = "bhr,hdr->bhd"
+    a, b = randn(bsz, h, r), randn(h, dd, r)
+    case = Case(meta=row_meta(NAME, "fp8_einsum " + expr, bsz, dd, r, groups=h), flops=2.0 * bsz * h * r * dd,
+                max_diff=1e-3)
+    x, sfx = per_token_cast_to_fp8(a.view(bsz * h, r), use_ue8m0=False)
+    ys = [per_block_cast_to_fp8(b[i], use_ue8m0=False) for i in range(h)]
+    x, sfx = x.view(bsz, h, r), sfx.view(bsz, h, -1)
+    y, sfy = torch.stack([t[0] for t in ys]), torch.stack([t[1] for t in ys])
+    case.reference = torch.einsum(expr, a.float(), b.float())
+    case.peers = {PEER_BF16: Peer(run=lambda: torch.einsum(expr, a, b))}
+    op, case.skip_reason = get_op(dg, "fp8_einsum")
+    if op is not None:
+        d = nan_output(bsz, h, dd)
+        case.ours, case.read_ours = (lambda: op(expr, (x, sfx), (y, sfy), d)), (lambda: d)
+    return case
+
+
 def cases(dg: Any, seed: int):
     for expr, dims in SETS:
         yield f"{NAME} {expr} {dims}", (lambda expr=expr, dims=dims: einsum_case(dg, expr, dims))
+    for dims in FP8_SETS:
+        yield f"{NAME} fp8_einsum {dims}", (lambda dims=dims: fp8_einsum_case(dg, dims))
 
 
 SUITE = Suite(NAME, MAX_DIFF, cases)
