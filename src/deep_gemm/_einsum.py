@@ -1,7 +1,9 @@
 """einsum and fp8_einsum (API.md): the fixed expressions DeepSeek's models use, on SM90.
 
 * ``bmk,bnk->mn``: ``d = (c +) sum_b a[b] @ b[b].T`` (fp32 ``d`` with ``c is d``, or bf16 ``d``
-  and no ``c``), one BF16 kernel whose K loop walks every batch.
+  and no ``c``), one BF16 kernel whose K loop walks every batch; where the output has too few
+  tiles to fill the SMs, the batches are split over CTAs whose FP32 partial sums a fixed-order
+  ``torch.sum`` reduces (deterministic).
 * ``bhr,hdr->bhd``, ``bhd,hdr->bhr`` (bf16 ``d``, no ``c``) and ``bhd,bhr->hdr`` (fp32 ``d``,
   ``c`` None or ``d``): per-head GEMMs, run as one cuBLASLt strided-batched GEMM on torch's
   current stream (SM90 has no batched kernel of ours yet; ``use_cublaslt`` is accepted and

@@ -21,6 +21,8 @@ struct Sm90Bf16GemmConfig : Sm90GemmConfig {
     bool staged_d = false;  // bf16 D without C: through the staging tile and TMA stores
     int swizzle_d = 0;      // staged_d: TMA swizzle of the staging tile (bytes)
     int gemm_type = 0;      // 0 dense, else an m-grouped GemmType (1 contiguous, 2 masked, 3 psum)
+    int splits = 1;         // split K: CTAs per tile (a cluster, or clusters of 1 with a workspace)
+    int split_units = 0;    // split K: units (K blocks, or batches) per split
 };
 
 // Mirrors sm90_bf16::SmemLayout<...>::kDynamicBytes (tests/test_smem_layout_mirror.py).
@@ -91,30 +93,73 @@ inline std::vector<Sm90Bf16GemmConfig> rank_sm90_bf16_gemm_configs(int m, int n,
     return out;
 }
 
-// Split K over CTAs (the kernel's split_units): where the output's 128 x 128 tiles fill
-// less than half the SMs (small M and N, long K: 128 x 2112 x 7168 has 17 tiles for 132
-// SMs), the K loop is cut into `splits` runs of `units_per_split` units (K blocks of a
-// dense GEMM, batches of einsum bmk,bnk->mn) whose FP32 partial sums the op reduces. A
-// split keeps at least kSm90Bf16MinSplitKBlocks K blocks: shorter ones spend more on the
-// partial sums than their extra SMs save. units_per_split 0: not split.
-// The reduction costs two aten calls (sum, and a copy for BF16 D): host time that the H200
-// runs showed only long K to repay (2026-12-03, bf16_gemm_nt at M = 128: 7168 x 16384 85 vs
-// 89 us unsplit; 2112 x 7168 28 vs 26 us and 4096 x 7168 37 vs 31 us, slower), so a dense
-// GEMM splits from kSm90Bf16MinSplitDenseK on; einsum's batches always may.
+// Split K (the kernel's kSplitK): where the output's tiles cannot fill the SMs (small M and
+// N, long K: 128 x 2112 x 7168 has 17 tiles of 128 x 128 for 132 SMs), the K loop of each
+// tile is cut into runs of whole units (K blocks of a dense GEMM, batches of einsum
+// bmk,bnk->mn), each run at least kSm90Bf16MinSplitKBlocks K blocks (shorter ones spend more
+// on the reduction than their SMs save).
 constexpr int kSm90Bf16MinSplitKBlocks = 8;
-constexpr int kSm90Bf16MinSplitDenseK = 8192;
-struct Sm90Bf16Split {
+
+// Dense GEMMs: a cluster of 2, 4 or 8 CTAs per tile, reduced through distributed shared
+// memory, and only as many clusters as stay resident at once (a cluster runs within one
+// GPC, so clusters of more CTAs fit fewer per GPU). Measured on the H200 (132 SMs,
+// 2026-12-03, bf16_gemm_nt): 64 clusters of 2 (128 x 7168 x 16384) and 15 of 8 (128 x 2112
+// x 7168) ran in one wave; 32 of 4 (128 x 4096 x 7168) took two (39 us against 31 unsplit).
+// Scaled by the SM count for other Hopper parts; a per-device residency query would be exact.
+inline long sm90_bf16_resident_clusters(int cluster, int num_sms) {
+    const long on_h200 = cluster == 2 ? 64 : 16;
+    return std::max(1L, on_h200 * num_sms / 132);
+}
+
+// einsum bmk,bnk->mn (thousands of batches over a handful of tiles): more splits than a
+// cluster holds, one CTA each (clusters of 1), their FP32 partial sums in a workspace that
+// the op reduces. units_per_split 0: not split.
+struct Sm90Bf16WorkspaceSplit {
     int units_per_split = 0, splits = 1;
 };
-inline Sm90Bf16Split sm90_bf16_split(long m, long n, long units, long k_blocks_per_unit, int num_sms) {
+inline Sm90Bf16WorkspaceSplit sm90_bf16_workspace_split(long m, long n, long units, long k_blocks_per_unit,
+                                                        int num_sms) {
     const long tiles = static_cast<long>(sm90_ceil_div(static_cast<int>(std::max(m, 1L)), 128)) *
                        sm90_ceil_div(static_cast<int>(std::max(n, 1L)), 128);
     if (units < 2 || tiles * 2 > num_sms) return {};
-    const long by_k = units * k_blocks_per_unit / kSm90Bf16MinSplitKBlocks;
-    const long want = std::min({units, num_sms / tiles, by_k});
+    const long want = std::min({units, num_sms / tiles, units * k_blocks_per_unit / kSm90Bf16MinSplitKBlocks});
     if (want < 2) return {};
     const long per = (units + want - 1) / want;  // then no split is empty
     return {static_cast<int>(per), static_cast<int>((units + per - 1) / per)};
+}
+
+// The best dense configuration for `units` K blocks, split over a cluster or not (splits 1):
+// `unsplit` ranked first by rank_sm90_bf16_gemm_configs for the whole K.
+inline Sm90Bf16GemmConfig choose_sm90_bf16_split(const Sm90Bf16GemmConfig& unsplit, int m, int n, long units,
+                                                 int k_blocks_per_unit, int num_sms, bool mn_major_a,
+                                                 bool mn_major_b, int out_bytes, int max_smem_bytes, bool with_c,
+                                                 int mult_m, int mult_n) {
+    Sm90Bf16GemmConfig best = unsplit;
+    for (int want : {2, 4, 8}) {
+        const long per = (units + want - 1) / want;
+        const long splits = (units + per - 1) / per;  // no empty split
+        if (splits < 2 || per * k_blocks_per_unit < kSm90Bf16MinSplitKBlocks) continue;
+        const int k = static_cast<int>(per * k_blocks_per_unit * kSm90Bf16BlockK);
+        for (auto c : rank_sm90_bf16_gemm_configs(m, n, k, num_sms, mn_major_a, mn_major_b, false, out_bytes,
+                                                  max_smem_bytes, static_cast<int>(splits), 0, 128, with_c)) {
+            const long tiles = static_cast<long>(sm90_ceil_div(std::max(m, 1), c.block_m)) * sm90_ceil_div(n, c.block_n);
+            if (c.block_m % mult_m != 0 || c.block_n % mult_n != 0) continue;
+            if (tiles * splits > num_sms || tiles > sm90_bf16_resident_clusters(static_cast<int>(splits), num_sms))
+                continue;
+            // ptxas (CUDA 13.0) spilled the reduction's epilogue at 128 x 224 and 128 x 256; none at 192.
+            if (c.block_n > 192) continue;
+            if (c.stages * (c.block_m + c.block_n) * kSm90Bf16BlockK * 2 < c.block_m * c.block_n * 4) continue;
+            c.splits = static_cast<int>(splits);
+            c.split_units = static_cast<int>(per);
+            c.cluster = c.splits;
+            c.grid_x = static_cast<int>(tiles * splits);
+            // The reduction: the tile's partials over DSMEM (~64 bytes/cycle) and two cluster barriers.
+            c.est_cycles += static_cast<double>(c.block_m) * c.block_n * 4 / 64.0 + 1000.0;
+            if (c.est_cycles < best.est_cycles) best = c;
+            break;  // the best of this split count
+        }
+    }
+    return best;
 }
 
 }  // namespace deep_gemm::heuristics

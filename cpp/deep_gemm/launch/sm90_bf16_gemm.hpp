@@ -2,13 +2,13 @@
 // and m-grouped: its kernel spec, JIT source and tensor maps, its key, plan and launch, on
 // the framework of launch/common.hpp.
 //
-// LAUNCH CONTRACT: grid {cfg.grid_x} (persistent), block {cfg.num_threads}, shared
-// cfg.smem_bytes, cluster 1. Kernel arguments:
+// LAUNCH CONTRACT: grid {cfg.grid_x} (persistent; split K: tiles x splits, one tile per CTA),
+// block {cfg.num_threads}, shared cfg.smem_bytes, cluster 1 (split K: cfg.splits). Kernel
+// arguments:
 //   (uint32 m, uint32 n, uint32 k, CUtensorMap a, CUtensorMap b, CUtensorMap d,
 //    OutT* d, const OutT* c /*may be d, or null*/, uint32 ld_d /*elements*/,
 //    const int* grouped_layout, uint32 num_groups, uint32 align_m, uint32 num_batches,
-//    uint32 split_units /*0, or K split into runs of that many batches (batched K) or K
-//                         blocks (dense): D is then an FP32 [splits][M][ld_d] workspace*/)
+//    uint32 split_units /*split K: batches (batched K) or K blocks per split; else 0*/)
 //   m: M (dense), M_sum (contiguous, psum) or max rows per group (masked).
 //   Tensor maps (bf16, 128B swizzle): A K-major [rows][K] box 64 x block_m, or MN-major
 //   [K][M] box 64 x 64; B K-major [G * N][K] box 64 x block_n, or MN-major [G * K][N] box
@@ -48,10 +48,13 @@ struct Sm90Bf16Problem {
   // [batch][rows][K] K-major with these batch strides.
   int num_batches = 0;
   uint64_t a_batch_bytes = 0, b_batch_bytes = 0;
-  // K split into runs of split_units batches (batched K) or K blocks (dense), 0: one run
-  // (heuristics::sm90_bf16_split); d is then an FP32 [splits][m][ld_d] workspace that the
-  // op reduces, and groups_for_config the number of splits.
-  int split_units = 0;
+  // Split K may cut the K loop into runs of whole units (heuristics::choose_sm90_bf16_split):
+  // `split_units_total` units (K blocks of a dense GEMM, or the batches) of
+  // `k_blocks_per_unit` K blocks each; 0: never split (the m-grouped forms).
+  int split_units_total = 0, k_blocks_per_unit = 1;
+  // Split K over a workspace (heuristics::sm90_bf16_workspace_split, chosen by the op, which
+  // reduces it): ws_splits runs of ws_split_units units into the FP32 [ws_splits][m][ld_d] d.
+  int ws_splits = 0, ws_split_units = 0;
 };
 
 // What one compiled kernel is.
@@ -60,7 +63,7 @@ struct Sm90Bf16KernelSpec {
   uint32_t block_m = 128, block_n = 128, stages = 4, group_n = 16;
   bool mn_major_a = false, mn_major_b = false, fp32_out = false, with_c = false;
   int gemm_type = 0;
-  bool batched_k = false;
+  bool batched_k = false, split_k = false;
   int smem_bytes = 0;
 };
 
@@ -72,7 +75,7 @@ inline std::string sm90_bf16_kernel_name(const Sm90Bf16KernelSpec& s) {
   return "sm90_bf16_gemm_" + layout + tags[s.gemm_type >= 0 && s.gemm_type <= 3 ? s.gemm_type : 0] +
          (s.fp32_out ? "_f32" : "_bf16") + (s.with_c ? "_c" : "") + "_m" + u(s.compiled_m) + "n" + u(s.compiled_n) + "k" +
          u(s.compiled_k) + "_b" + u(s.block_m) + "x" + u(s.block_n) + "_s" + u(s.stages) + "_g" + u(s.group_n) +
-         (s.batched_k ? "_bk" : "");
+         (s.batched_k ? "_bk" : "") + (s.split_k ? "_sk" : "");
 }
 
 inline std::string sm90_bf16_kernel_source(const Sm90Bf16KernelSpec& s) {
@@ -85,8 +88,9 @@ inline std::string sm90_bf16_kernel_source(const Sm90Bf16KernelSpec& s) {
                                                       : s.gemm_type == 2 ? "kMGroupedMasked"
                                                       : s.gemm_type == 3 ? "kMGroupedContiguousPsum"
                                                                          : "kNormal"),
-             s.gemm_type == 0 && !s.batched_k);
+             s.gemm_type == 0 && !s.batched_k && !s.split_k);
   t.trailing_bool(s.batched_k, false);
+  t.trailing_bool(s.split_k, false);
   std::string code = smem_bytes_define(s.smem_bytes);
   code += "#include <deep_gemm/impls/sm90_bf16_gemm.cuh>\n\n";
   code += "extern \"C\" __global__ void __launch_bounds__(384, 1)\n";
@@ -132,22 +136,41 @@ struct Bf16ConfigKey {
   bool mn_major_a, mn_major_b, fp32_out, with_c;
   int gemm_type, m_for_config, groups_for_config, align_m;
   bool batched_k = false;
-  int k_for_config = 0;  // batched or split K: the K one tile sums, as the heuristics cost it (0: k)
+  int k_for_config = 0;  // batched K: the K one tile sums, as the heuristics cost it (0: k)
+  int split_units_total = 0, k_blocks_per_unit = 1;  // split K (Sm90Bf16Problem)
+  int ws_splits = 0, ws_split_units = 0;
   bool operator==(const Bf16ConfigKey&) const = default;
   size_t hash() const {
     return hash_fields({m, n, k, compiled_m, compiled_n, compiled_k, num_sms, mult_m, mult_n, device, int(mn_major_a),
                         int(mn_major_b), int(fp32_out), int(with_c), gemm_type, m_for_config, groups_for_config,
-                        align_m, int(batched_k), k_for_config});
+                        align_m, int(batched_k), k_for_config, split_units_total, k_blocks_per_unit, ws_splits,
+                        ws_split_units});
   }
 };
 
 inline h::Sm90Bf16GemmConfig choose_bf16_config(const Bf16ConfigKey& key, int max_smem) {
+  if (key.ws_splits > 0) {  // split K over a workspace: one CTA per (tile, split)
+    const int k = key.ws_split_units * key.k_blocks_per_unit * h::kSm90Bf16BlockK;
+    for (auto c : h::rank_sm90_bf16_gemm_configs(key.m_for_config, key.n, k, key.num_sms, false, false, false, 4,
+                                                 max_smem, key.ws_splits, 0, 128, false)) {
+      if (c.block_m % key.mult_m != 0 || c.block_n % key.mult_n != 0) continue;
+      const long tiles = static_cast<long>(h::sm90_ceil_div(key.m_for_config, c.block_m)) * h::sm90_ceil_div(key.n, c.block_n);
+      c.splits = key.ws_splits;
+      c.split_units = key.ws_split_units;
+      c.grid_x = static_cast<int>(tiles * key.ws_splits);
+      return c;
+    }
+  }
   const bool staged = !key.fp32_out && !key.with_c;
   for (const auto& c : h::rank_sm90_bf16_gemm_configs(key.m_for_config, key.n, key.k_for_config > 0 ? key.k_for_config : key.k,
                                                       key.num_sms, key.mn_major_a,
                                                       key.mn_major_b, staged, key.fp32_out ? 4 : 2, max_smem,
                                                       key.groups_for_config, key.gemm_type, key.align_m, key.with_c)) {
-    if (c.block_m % key.mult_m == 0 && c.block_n % key.mult_n == 0) return c;
+    if (c.block_m % key.mult_m != 0 || c.block_n % key.mult_n != 0) continue;
+    if (key.split_units_total == 0) return c;
+    return h::choose_sm90_bf16_split(c, key.m_for_config, key.n, key.split_units_total, key.k_blocks_per_unit,
+                                     key.num_sms, key.mn_major_a, key.mn_major_b, key.fp32_out ? 4 : 2, max_smem,
+                                     key.with_c, key.mult_m, key.mult_n);
   }
   throw std::runtime_error(deep_jit::detail::cat("deep_gemm: no SM90 BF16 GEMM configuration has block sizes that are "
                                                  "multiples of (", key.mult_m, ", ", key.mult_n,
@@ -172,6 +195,7 @@ inline Plan<h::Sm90Bf16GemmConfig> plan_sm90_bf16_gemm(const detail::Bf16ConfigK
   s.with_c = key.with_c;
   s.gemm_type = key.gemm_type;
   s.batched_k = key.batched_k;
+  s.split_k = cfg.splits > 1;
   s.smem_bytes = cfg.smem_bytes;
   const std::string name = sm90_bf16_kernel_name(s);
   return {cfg, JitContext::get().source(name, sm90_bf16_kernel_source(s), name)};
@@ -187,16 +211,16 @@ class Sm90Bf16GemmLauncher {
   void run(const Sm90Bf16Problem& p, const char* op) {
     const auto& rt = DeviceRuntime::get();
     const auto [mult_m, mult_n] = rt.block_size_multiple_of();
-    const int k_per_unit = p.num_batches > 0 ? p.k : h::kSm90Bf16BlockK;
-    const int k_for_config = p.split_units > 0 ? p.split_units * k_per_unit : p.num_batches * p.k;
     const detail::Bf16ConfigKey key{p.m,          p.n,          p.k,        p.compiled_m, p.compiled_n,
                                     p.compiled_k, rt.num_sms(p.device), mult_m, mult_n, p.device,
                                     p.mn_major_a, p.mn_major_b, p.fp32_out, p.with_c,     p.gemm_type,
                                     p.m_for_config, p.groups_for_config, p.align_m, p.num_batches > 0,
-                                    k_for_config};
+                                    p.num_batches * p.k, p.split_units_total, p.k_blocks_per_unit,
+                                    p.ws_splits, p.ws_split_units};
     const auto& e = cache_.get(key, p.device, op, plan_sm90_bf16_gemm, [&](const h::Sm90Bf16GemmConfig& c) {
       return deep_jit::detail::cat(op, " m=", p.m, " n=", p.n, " k=", p.k, " -> block ", c.block_m, "x", c.block_n, ", ",
-                                   c.stages, " stages, grid ", c.grid_x, ", smem ", c.smem_bytes, " B");
+                                   c.stages, " stages, grid ", c.grid_x, ", smem ", c.smem_bytes, " B",
+                                   c.splits > 1 ? deep_jit::detail::cat(", K split ", c.splits, " ways") : "");
     });
     const auto specs = sm90_bf16_tensor_maps(e.cfg, p);
     const CUtensorMap ma = encode_tensor_map(specs[0], p.a);
@@ -207,7 +231,7 @@ class Sm90Bf16GemmLauncher {
     const auto ld_d = static_cast<uint32_t>(p.ld_d);
     const auto groups = static_cast<uint32_t>(p.num_groups), align = static_cast<uint32_t>(p.align_m);
     const auto batches = static_cast<uint32_t>(std::max(p.num_batches, 1));
-    const auto per_split = static_cast<uint32_t>(p.split_units);
+    const auto per_split = static_cast<uint32_t>(e.cfg.splits > 1 ? e.cfg.split_units : 0);
     deep_jit::launch(*e.kernel, lc, m, n, k, ma, mb, md, p.d, p.c, ld_d, p.layout, groups, align, batches, per_split);
   }
 

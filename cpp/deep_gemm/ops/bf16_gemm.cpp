@@ -66,44 +66,6 @@ void set_bf16_operands(launch::Sm90Bf16Problem& p, const CompiledDims& cd, int64
   p.d_rows = static_cast<uint64_t>(rows);
 }
 
-// Runs `p` with its K loop split over CTAs where heuristics::sm90_bf16_split asks (few output
-// tiles, long K): `units` batches or K blocks of `k_blocks_per_unit` each. The splits' FP32
-// partial sums go to a workspace that aten::sum reduces into d in a fixed order (deterministic,
-// unlike atomics), C (which may be d) copied in as one more slice first. Returns false, having
-// run nothing, when the problem is not split.
-bool run_split(launch::Sm90Bf16Problem p, int64_t units, int64_t k_blocks_per_unit, Tensor& d,
-               const std::optional<Tensor>& c, const char* op) {
-  const int64_t m = p.m, n = p.n;
-  const auto sp = heuristics::sm90_bf16_split(m, n, units, k_blocks_per_unit, DeviceRuntime::get().num_sms(p.device));
-  if (sp.units_per_split == 0) return false;
-  // Rows padded to an even count of floats: the epilogue stores column pairs (8 bytes).
-  const int64_t ld = n + (n & 1);
-  const bool with_c = c.has_value();
-  Tensor ws_rows = torch::stable::new_empty(d, {sp.splits + (with_c ? 1 : 0), m, ld}, ScalarType::Float);
-  Tensor ws = ld == n ? ws_rows : torch::stable::narrow(ws_rows, 2, 0, n);
-  if (with_c) {
-    Tensor last = torch::stable::select(ws, 0, sp.splits);
-    torch::stable::copy_(last, *c);
-  }
-  p.split_units = sp.units_per_split;
-  p.groups_for_config = sp.splits;
-  p.fp32_out = true;
-  p.with_c = false;
-  p.c = nullptr;
-  p.d = ws.data_ptr();
-  p.ld_d = static_cast<uint64_t>(ld);
-  p.d_rows = static_cast<uint64_t>(sp.splits * m);
-  launch::Sm90Bf16GemmLauncher::get().run(p, op);
-  const std::vector<int64_t> dim0{0};
-  if (d.scalar_type() == ScalarType::Float) {
-    torch::stable::sum_out(d, ws, torch::headeronly::IntHeaderOnlyArrayRef(dim0));
-  } else {  // summed in FP32, rounded once
-    Tensor sum = torch::stable::sum(ws, torch::headeronly::IntHeaderOnlyArrayRef(dim0));
-    torch::stable::copy_(d, sum);
-  }
-  return true;
-}
-
 void bf16_gemm_nt(Tensor a, Tensor b, Tensor d, std::optional<Tensor> c, std::string compiled_dims) {
   constexpr const char* op = "bf16_gemm_nt";
   const ArgChecker chk(op);
@@ -153,8 +115,8 @@ void bf16_gemm_nt(Tensor a, Tensor b, Tensor d, std::optional<Tensor> c, std::st
   p.fp32_out = fp32_out;
   p.with_c = c.has_value();
   p.c = c.has_value() ? c->data_ptr() : nullptr;
-  if (k < heuristics::kSm90Bf16MinSplitDenseK || !run_split(p, (k + 63) / 64, 1, d, c, op))
-    launch::Sm90Bf16GemmLauncher::get().run(p, op);
+  p.split_units_total = static_cast<int>((k + 63) / 64);  // split K may cut at any K block
+  launch::Sm90Bf16GemmLauncher::get().run(p, op);
 }
 
 void check_group_index(const ArgChecker& chk, const Tensor& t, const char* name, int64_t len, const char* what,
@@ -293,7 +255,7 @@ void m_grouped_bf16_gemm_nt_masked(Tensor a, Tensor b, Tensor d, Tensor masked_m
 // einsum "bmk,bnk->mn": D = C + sum_b A[b] @ B[b]^T, A [S, M, K] and B [S, N, K] K-major (any
 // batch and row strides that are 16-byte multiples), D [M, N] fp32 (C None or D itself) or
 // bf16 (no C). One kernel: its K loop walks every batch's K blocks; with few output tiles
-// (DeepSeek's shapes have 4) the batches are split over CTAs (run_split).
+// (DeepSeek's shapes have 4) split K spreads the batches over CTAs into a workspace.
 void bf16_bmk_bnk_mn(Tensor a, Tensor b, Tensor d, std::optional<Tensor> c) {
   constexpr const char* op = "einsum";
   const ArgChecker chk(op);
@@ -348,7 +310,37 @@ void bf16_bmk_bnk_mn(Tensor a, Tensor b, Tensor d, std::optional<Tensor> c) {
   p.num_batches = static_cast<int>(s);
   p.a_batch_bytes = static_cast<uint64_t>(s > 1 ? a.stride(0) : m * k) * 2;
   p.b_batch_bytes = static_cast<uint64_t>(s > 1 ? b.stride(0) : n * k) * 2;
-  if (!run_split(p, s, (k + 63) / 64, d, c, op)) launch::Sm90Bf16GemmLauncher::get().run(p, op);
+  p.k_blocks_per_unit = static_cast<int>((k + 63) / 64);
+  const auto sp = heuristics::sm90_bf16_workspace_split(m, n, s, p.k_blocks_per_unit, DeviceRuntime::get().num_sms(p.device));
+  if (sp.units_per_split == 0) return launch::Sm90Bf16GemmLauncher::get().run(p, op);
+
+  // Split over a workspace: the splits' FP32 partial sums, C (d itself) as one more slice,
+  // reduced into d by aten::sum in a fixed order (deterministic, unlike atomics). Its rows
+  // are padded to an even count of floats: the epilogue stores column pairs (8 bytes).
+  const int64_t ld = n + (n & 1);
+  const bool with_c = c.has_value();
+  Tensor ws_rows = torch::stable::new_empty(d, {sp.splits + (with_c ? 1 : 0), m, ld}, ScalarType::Float);
+  Tensor ws = ld == n ? ws_rows : torch::stable::narrow(ws_rows, 2, 0, n);
+  if (with_c) {
+    Tensor last = torch::stable::select(ws, 0, sp.splits);
+    torch::stable::copy_(last, d);
+  }
+  p.ws_splits = sp.splits;
+  p.ws_split_units = sp.units_per_split;
+  p.fp32_out = true;
+  p.with_c = false;
+  p.c = nullptr;
+  p.d = ws.data_ptr();
+  p.ld_d = static_cast<uint64_t>(ld);
+  p.d_rows = static_cast<uint64_t>(sp.splits * m);
+  launch::Sm90Bf16GemmLauncher::get().run(p, op);
+  const std::vector<int64_t> dim0{0};
+  if (fp32_out) {
+    torch::stable::sum_out(d, ws, torch::headeronly::IntHeaderOnlyArrayRef(dim0));
+  } else {  // summed in FP32, rounded once
+    Tensor sum = torch::stable::sum(ws, torch::headeronly::IntHeaderOnlyArrayRef(dim0));
+    torch::stable::copy_(d, sum);
+  }
 }
 
 // Compiles (no GPU needed) the kernel bf16_gemm_nt would use for this shape on a GPU with
@@ -368,14 +360,7 @@ std::string bf16_gemm_build(int64_t m, int64_t n, int64_t k, std::string layout,
   launch::detail::Bf16ConfigKey key{int(m), int(n), int(k), cd.m ? int(m) : 0, cd.n ? int(n) : 0, cd.k ? int(k) : 0,
                                           int(num_sms), mult_m, mult_n, 0, layout[0] == 't', layout[1] == 'n',
                                           out == "fp32", with_c, 0, int(m), 1, 1};
-  // As bf16_gemm_nt runs it: split over K into an FP32 workspace where run_split would.
-  const auto sp = heuristics::sm90_bf16_split(m, n, (k + 63) / 64, 1, int(num_sms));
-  if (k >= heuristics::kSm90Bf16MinSplitDenseK && sp.units_per_split > 0) {
-    key.fp32_out = true;
-    key.with_c = false;
-    key.groups_for_config = sp.splits;
-    key.k_for_config = sp.units_per_split * heuristics::kSm90Bf16BlockK;
-  }
+  key.split_units_total = int((k + 63) / 64);  // as bf16_gemm_nt: split K may cut at any K block
   auto [cfg, src] = launch::plan_sm90_bf16_gemm(key, heuristics::kSm90MaxSmemBytes);
   return src.name + "\t" + deep_jit::Runtime::get().build(src);
 }

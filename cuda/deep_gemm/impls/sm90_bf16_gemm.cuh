@@ -95,6 +95,58 @@ __device__ __forceinline__ void load_tile(uint8_t* dst, const CUtensorMap* map, 
     }
 }
 
+// Split K's epilogue (see kSplitK): `acc` is this CTA's partial sum of the tile, `park` its
+// stage memory. Pair p of math thread t (acc[2p], acc[2p + 1]: row r + 8 (p % 2), columns
+// n0 + 8 (p / 2) + 2 (lane % 4) + {0, 1}, the wgmma layout) is parked at park[p * T + t];
+// cluster CTA `rank` then sums pairs [rank P / S, (rank + 1) P / S) of every thread position
+// over the S CTAs in rank order, adds C and stores D (rows >= M and columns >= N untouched).
+template <uint32_t kBlockN, uint32_t kNumMathThreads, typename OutT>
+__device__ __forceinline__ void reduce_split_tile(const float (&acc)[kBlockN / 2], float2* park, OutT* d,
+                                                  const OutT* c, uint32_t ld, uint32_t r, uint32_t n0, uint32_t m,
+                                                  uint32_t n, uint32_t lane, uint32_t num_splits) {
+    constexpr uint32_t kPairs = kBlockN / 4;
+    const uint32_t t = threadIdx.x;
+    // Every math warpgroup's wgmmas are done with the stage memory before any parks there
+    // (ids 1.. kNumMathThreads / 128 are the warpgroups' own barriers).
+    ptx::named_barrier_sync(kNumMathThreads / 128 + 1, kNumMathThreads);
+#pragma unroll
+    for (uint32_t p = 0; p < kPairs; ++p) park[p * kNumMathThreads + t] = make_float2(acc[2 * p], acc[2 * p + 1]);
+    ptx::cluster_sync();  // every CTA's partials parked
+    const uint32_t rank = ptx::cluster_cta_rank();
+    const uint32_t p_end = (rank + 1) * kPairs / num_splits;
+    for (uint32_t p = rank * kPairs / num_splits; p < p_end; ++p) {
+        const uint32_t row = r + 8 * (p % 2), col = n0 + 8 * (p / 2) + 2 * (lane % 4);
+        const uint32_t local = ptx::smem_addr(park + p * kNumMathThreads + t);
+        float2 sum = make_float2(0.0f, 0.0f);
+        for (uint32_t s = 0; s < num_splits; ++s) {
+            const float2 v = ptx::ld_shared_cluster_f32x2(local, s);
+            sum.x += v.x;
+            sum.y += v.y;
+        }
+        if (row >= m || col >= n) continue;
+        const size_t idx = static_cast<size_t>(row) * ld + col;
+        const bool pair = col + 1 < n;
+        if constexpr (sizeof(OutT) == 2) {
+            if (c != nullptr) {
+                const float2 cv = pair ? __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(c + idx))
+                                       : make_float2(__bfloat162float(c[idx]), 0.0f);
+                sum.x += cv.x;
+                sum.y += cv.y;
+            }
+            if (pair) *reinterpret_cast<uint32_t*>(d + idx) = epilogue::pack_bf16x2(sum.x, sum.y);
+            else d[idx] = __float2bfloat16_rn(sum.x);
+        } else {
+            if (c != nullptr) {
+                const float2 cv = epilogue::load_pair(c, ld, row, col, m, n);
+                sum.x += cv.x;
+                sum.y += cv.y;
+            }
+            epilogue::store_pair(d, ld, row, col, m, n, sum);
+        }
+    }
+    ptx::cluster_sync();  // no CTA leaves while another still reads its partials
+}
+
 }  // namespace sm90_bf16
 
 // kShapeM/N/K: compiled dimensions (0 = runtime argument). OutT: __nv_bfloat16 or float.
@@ -104,13 +156,19 @@ __device__ __forceinline__ void load_tile(uint8_t* dst, const CUtensorMap* map, 
 // kBatchedK (einsum bmk,bnk->mn): D = C + sum over `num_batches` batches of A_b B_b^T, A and B
 // K-major rank-3 maps [batch][rows][K] (K a multiple of 64): the K loop walks every batch's
 // K blocks, so the sum stays in the accumulators.
-// split_units > 0 (dense and batched K; a few output tiles cannot fill the SMs otherwise):
-// the K loop is cut into splits of that many units (batches, or K blocks of a dense GEMM),
-// each split's tiles scheduled as extra M blocks, and split s's partial sum stored into the
-// FP32 slice d + s * m * ld_d; C is not read (the host reduces the slices and adds C).
+// kSplitK (where a few output tiles cannot fill the SMs): the K loop is cut into splits of
+// `split_units` units (batches, or K blocks of a dense GEMM), one CTA per (tile, split),
+// grid = tiles x splits (no persistence). Two ways to sum the splits:
+//  - a cluster per tile (launched with cluster size = splits, dense GEMMs): each CTA parks its
+//    FP32 partial sums in its own stage memory, then every CTA of the cluster sums a share of
+//    the tile over all the cluster's partials through distributed shared memory, in split
+//    order (deterministic), adds C and stores D: one kernel, no workspace;
+//  - clusters of 1 (more splits than a cluster holds: einsum bmk,bnk->mn's thousands of
+//    batches over 4 tiles): split s stores its partial sums into the FP32 slice
+//    d + s * m * ld_d of a workspace (FP32 D, no C) that the host reduces.
 template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
           uint32_t kStages, uint32_t kGroupN, bool kMnMajorA, bool kMnMajorB, typename OutT, bool kWithC,
-          GemmType kGemmType = GemmType::kNormal, bool kBatchedK = false>
+          GemmType kGemmType = GemmType::kNormal, bool kBatchedK = false, bool kSplitK = false>
 __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t shape_n, uint32_t shape_k,
                                                     const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
                                                     const CUtensorMap* tmap_d, OutT* d, const OutT* c,
@@ -129,10 +187,13 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
     static_assert(!kBatchedK || (kGemmType == GemmType::kNormal && !kMnMajorA && !kMnMajorB),
                   "batched K: dense, K-major operands");
     static_assert(register_budgets_fit(kNumMathThreads, kProducerRegs, kMathRegs), "setmaxnreg budgets over the entry allocation");
+    static_assert(!kSplitK || kGemmType == GemmType::kNormal, "split K: dense or batched K");
     // A bf16 D without C goes through the staging tile and the TMA; otherwise direct stores.
-    constexpr bool kStagedD = kBf16Out && !kWithC;
+    constexpr bool kStagedD = kBf16Out && !kWithC && !kSplitK;
     using Layout = SmemLayout<kBlockM, kBlockN, kStages, kStagedD ? kBlockM * kBlockN * 2 : 0>;
     static_assert(launch_smem_fits<Layout>(), "the launch allocates less shared memory than this layout");
+    static_assert(!kSplitK || kStages * Layout::kStageTxBytes >= kBlockM * kBlockN * 4,
+                  "split K parks the FP32 tile in the stage memory");
     using Scheduler = TileScheduler<kGemmType, kBlockM, kBlockN, kGroupN, 1>;
     using Mma = ptx::WgmmaBF16<kBlockN, kMnMajorA, kMnMajorB>;
 
@@ -143,22 +204,26 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
     // The units a split is cut from: batches (batched K) or K blocks.
     const uint32_t num_units = kBatchedK ? num_batches : k_blocks_per_batch;
     const uint32_t k_blocks_per_unit = kBatchedK ? k_blocks_per_batch : 1;
-    const bool split = kGemmType == GemmType::kNormal && split_units > 0;
-    const uint32_t split_size = split ? split_units : num_units;
+    const uint32_t split_size = kSplitK ? split_units : num_units;
+    const uint32_t num_splits = kSplitK ? ceil_div(num_units, split_size) : 1;
     const uint32_t m_blocks = ceil_div(m, kBlockM);
-    // The scheduler's M: every split's M blocks in turn.
-    const uint32_t sched_m = split ? ceil_div(num_units, split_size) * m_blocks * kBlockM : m;
-    // A tile's split, first row, first unit and K blocks.
-    struct TileSpan {
-        uint32_t split, m0, first_unit, num_k_blocks;
+    // Split K: CTA x is split x % splits (its cluster rank) of tile x / splits, m-blocks first.
+    const auto next_tile = [&](auto& sched, TileInfo& tile, bool& taken) {
+        if constexpr (kSplitK) {
+            if (taken) return false;
+            taken = true;
+            const uint32_t t = blockIdx.x / num_splits;
+            tile.m_block = t % m_blocks;
+            tile.n_block = t / m_blocks;
+            return true;
+        } else {
+            return sched.next(tile);
+        }
     };
-    const auto span_of = [&](const TileInfo& tile, uint32_t a_row) {
-        if (!split) return TileSpan{0, a_row, 0, num_units * k_blocks_per_unit};
-        const uint32_t s = tile.m_block / m_blocks;
-        const uint32_t first = s * split_size;
-        return TileSpan{s, (tile.m_block - s * m_blocks) * kBlockM, first,
-                        min(split_size, num_units - first) * k_blocks_per_unit};
-    };
+    // A tile's K blocks and first unit.
+    const uint32_t split = kSplitK ? blockIdx.x % num_splits : 0;
+    const uint32_t first_unit = split * split_size;
+    const uint32_t num_k_blocks = min(split_size, num_units - first_unit) * k_blocks_per_unit;
 
     extern __shared__ uint8_t smem_raw[];
     const Layout smem(smem_raw);
@@ -169,29 +234,29 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
         // ---- producer warpgroup: one thread keeps the ring full ----
         ptx::setmaxnreg_dec<kProducerRegs>();
         if (threadIdx.x == kNumMathThreads) {
-            Scheduler sched(sched_m, n, grouped_layout, num_groups, align_m);
+            Scheduler sched(m, n, grouped_layout, num_groups, align_m);
             PipeState<kStages> pipe;
             TileInfo tile{};
-            while (sched.next(tile)) {
-                const TileSpan span = span_of(tile, sched.a_row(tile));
-                const int32_t m0 = static_cast<int32_t>(span.m0);
+            bool taken = false;
+            while (next_tile(sched, tile, taken)) {
+                const int32_t m0 = static_cast<int32_t>(sched.a_row(tile));
                 const int32_t n0 = static_cast<int32_t>(tile.n_block * kBlockN);
                 // m-grouped B: K-major rows group * N + n0; MN-major K rows group * K + k0.
                 const int32_t b_row = static_cast<int32_t>(kMnMajorB ? n0 : sched.b_row(tile, n0));
                 const int32_t b_k_row0 = static_cast<int32_t>(kMnMajorB ? sched.group(tile) * k : 0);
-                for (uint32_t kb = 0; kb < span.num_k_blocks; ++kb, pipe.advance()) {
+                for (uint32_t kb = 0; kb < num_k_blocks; ++kb, pipe.advance()) {
                     const uint32_t s = pipe.stage;
                     ptx::mbar_wait_watchdog(smem.empty(s), pipe.phase ^ 1u);
                     uint64_t* full = smem.full(s);
                     ptx::mbar_arrive_expect_tx(full, Layout::kStageTxBytes);
                     if constexpr (kBatchedK) {
                         const uint32_t rel = kb / k_blocks_per_batch;
-                        const uint32_t batch = span.first_unit + rel;
+                        const uint32_t batch = first_unit + rel;
                         const int32_t k0 = static_cast<int32_t>((kb - rel * k_blocks_per_batch) * kBlockK);
                         ptx::tma_load_3d(smem.a(s), tmap_a, full, k0, m0, static_cast<int32_t>(batch));
                         ptx::tma_load_3d(smem.b(s), tmap_b, full, k0, n0, static_cast<int32_t>(batch));
                     } else {
-                        const int32_t k0 = static_cast<int32_t>((span.first_unit + kb) * kBlockK);
+                        const int32_t k0 = static_cast<int32_t>((first_unit + kb) * kBlockK);
                         load_tile<kMnMajorA, kBlockM>(smem.a(s), tmap_a, full, k0, m0, 0);
                         load_tile<kMnMajorB, kBlockN>(smem.b(s), tmap_b, full, k0, b_row, b_k_row0);
                     }
@@ -199,6 +264,12 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
             }
         }
         __syncwarp();
+        if constexpr (kSplitK) {  // the math warpgroups' two cluster barriers (reduce_split_tile)
+            if (ptx::cluster_num_ctas() > 1) {
+                ptx::cluster_sync();
+                ptx::cluster_sync();
+            }
+        }
     } else {
         // ---- math warpgroups ----
         ptx::setmaxnreg_inc<kMathRegs>();
@@ -207,16 +278,15 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
         // This warpgroup's 64-row slab of A: rows wg * 64 (K-major), or chunk wg (MN-major).
         const uint64_t desc_a0 = make_desc<kMnMajorA>(smem.a(0) + wg * (kMnMajorA ? kChunkBytes : 64 * 128));
         const uint64_t desc_b0 = make_desc<kMnMajorB>(smem.b(0));
-        Scheduler sched(sched_m, n, grouped_layout, num_groups, align_m);
+        Scheduler sched(m, n, grouped_layout, num_groups, align_m);
         PipeState<kStages> pipe;
         TileInfo tile;
+        bool taken = false;
         float acc[kBlockN / 2];
 #pragma unroll
         for (uint32_t i = 0; i < kBlockN / 2; ++i) acc[i] = 0.0f;
-        while (sched.next(tile)) {
-            const TileSpan span = span_of(tile, sched.a_row(tile));
-            const uint32_t m0 = span.m0, n0 = tile.n_block * kBlockN;
-            const uint32_t num_k_blocks = span.num_k_blocks;
+        while (next_tile(sched, tile, taken)) {
+            const uint32_t m0 = sched.a_row(tile), n0 = tile.n_block * kBlockN;
             // The whole K loop accumulates in `acc`: each K block's wgmmas are issued as one
             // group; the previous block's stage is handed back once that group is done.
             uint32_t prev_stage = 0;
@@ -244,7 +314,16 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
 
             const uint32_t row = m0 + row_lo;
             const uint32_t bar_id = 1 + wg;  // named barrier per math warpgroup (0 = __syncthreads)
-            if constexpr (kStagedD) {
+            if constexpr (kSplitK) {
+                if (ptx::cluster_num_ctas() > 1) {
+                    reduce_split_tile<kBlockN, kNumMathThreads>(acc, reinterpret_cast<float2*>(smem.a(0)), d,
+                                                                kWithC ? c : nullptr, ld_d, row, n0, m, n, lane,
+                                                                num_splits);
+                } else if constexpr (!kBf16Out && !kWithC) {  // the workspace slice of this split
+                    epilogue::store_tile<kBlockN>(acc, d + static_cast<size_t>(split) * m * ld_d, nullptr, ld_d, row,
+                                                  n0, m, n, lane);
+                }
+            } else if constexpr (kStagedD) {
                 uint8_t* stage_wg = smem.d() + wg * 64 * kBlockN * 2;
                 const float(&slab)[1][kBlockN / 2] = reinterpret_cast<const float(&)[1][kBlockN / 2]>(acc);
                 if constexpr (kGemmType == GemmType::kNormal) {
@@ -257,9 +336,6 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
                 }
             } else if constexpr (kBf16Out) {
                 epilogue::store_tile_bf16_direct<kBlockN>(acc, d, ld_d, row, n0, m, n, lane, c);
-            } else if (split) {
-                epilogue::store_tile<kBlockN>(acc, d + static_cast<size_t>(span.split) * m * ld_d, nullptr, ld_d, row,
-                                              n0, m, n, lane);
             } else {
                 epilogue::store_tile<kBlockN>(acc, d, kWithC ? c : nullptr, ld_d, row, n0, m, n, lane);
             }
