@@ -26,6 +26,7 @@ KINDS = {
     "m_grouped_fp8_gemm_nt_masked": "masked",
     "k_grouped_fp8_gemm_nt_contiguous": "k-grouped",
     "bf16_gemm_nt": "bf16 dense",
+    "cublaslt_gemm_nt": "cublaslt dense",
     "m_grouped_bf16_gemm_nt_contiguous": "bf16 contiguous",
     "m_grouped_bf16_gemm_nt_masked": "bf16 masked",
 }
@@ -37,6 +38,8 @@ def shape(r):
         return f"einsum {r['op']} (dims {r['m']}, {r['n']}, {r['k']}; batch {r['groups']})"
     if kind in ("dense", "bf16 dense"):
         return f"dense {r['m']}x{r['n']}x{r['k']}"
+    if kind == "cublaslt dense":
+        return f"cublaslt_gemm_nt {r['m']}x{r['n']}x{r['k']}"
     if kind == "k-grouped":
         return f"k-grouped {r['groups']} x ~{r['expected_k_per_group']} K, M {r['m']}, N {r['n']}"
     rows = f"{r['groups']} x ~{r['expected_m_per_group']} rows"
