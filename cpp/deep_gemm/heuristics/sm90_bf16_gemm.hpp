@@ -111,6 +111,13 @@ inline long sm90_bf16_resident_clusters(int cluster, int num_sms) {
     return std::max(1L, on_h200 * num_sms / 132);
 }
 
+// Whether a split-K kernel compiles well with this tile: ptxas (CUDA 13.0) spilled the
+// reduction's epilogue at 128 x 224 and 128 x 256 (none at 192), and the FP32 tile is parked
+// in the stage memory.
+inline bool sm90_bf16_split_tile_ok(const Sm90Bf16GemmConfig& c) {
+    return c.block_n <= 192 && c.stages * (c.block_m + c.block_n) * kSm90Bf16BlockK * 2 >= c.block_m * c.block_n * 4;
+}
+
 // einsum bmk,bnk->mn (thousands of batches over a handful of tiles): more splits than a
 // cluster holds, one CTA each (clusters of 1), their FP32 partial sums in a workspace that
 // the op reduces. units_per_split 0: not split.
@@ -146,9 +153,7 @@ inline Sm90Bf16GemmConfig choose_sm90_bf16_split(const Sm90Bf16GemmConfig& unspl
             if (c.block_m % mult_m != 0 || c.block_n % mult_n != 0) continue;
             if (tiles * splits > num_sms || tiles > sm90_bf16_resident_clusters(static_cast<int>(splits), num_sms))
                 continue;
-            // ptxas (CUDA 13.0) spilled the reduction's epilogue at 128 x 224 and 128 x 256; none at 192.
-            if (c.block_n > 192) continue;
-            if (c.stages * (c.block_m + c.block_n) * kSm90Bf16BlockK * 2 < c.block_m * c.block_n * 4) continue;
+            if (!sm90_bf16_split_tile_ok(c)) continue;
             c.splits = static_cast<int>(splits);
             c.split_units = static_cast<int>(per);
             c.cluster = c.splits;

@@ -153,7 +153,7 @@ inline h::Sm90Bf16GemmConfig choose_bf16_config(const Bf16ConfigKey& key, int ma
     const int k = key.ws_split_units * key.k_blocks_per_unit * h::kSm90Bf16BlockK;
     for (auto c : h::rank_sm90_bf16_gemm_configs(key.m_for_config, key.n, k, key.num_sms, false, false, false, 4,
                                                  max_smem, key.ws_splits, 0, 128, false)) {
-      if (c.block_m % key.mult_m != 0 || c.block_n % key.mult_n != 0) continue;
+      if (c.block_m % key.mult_m != 0 || c.block_n % key.mult_n != 0 || !h::sm90_bf16_split_tile_ok(c)) continue;
       const long tiles = static_cast<long>(h::sm90_ceil_div(key.m_for_config, c.block_m)) * h::sm90_ceil_div(key.n, c.block_n);
       c.splits = key.ws_splits;
       c.split_units = key.ws_split_units;
