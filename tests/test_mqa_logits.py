@@ -7,6 +7,12 @@ clean_logits, the compressed form, negative scales, and outputs poisoned with Na
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -14,6 +20,10 @@ import deep_gemm
 from deep_gemm.testing import calc_diff
 
 _op = torch.ops.deep_gemm.fp8_mqa_logits.default
+_spec = importlib.util.spec_from_file_location("sass_test", Path(__file__).with_name("test_sass.py"))
+sass_test = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(sass_test)
+SASS_TOOLS, HAS_NVCC = sass_test.SASS_TOOLS, sass_test.HAS_NVCC
 FP8 = torch.float8_e4m3fn
 
 
@@ -128,6 +138,42 @@ def test_fake_mode_checks_devices():
     with FakeTensorMode():
         q, kv, w, ks, ke = _inputs(8, 64, 64, 128)
         _raises(r"fp8_mqa_logits: q must be a CUDA tensor", deep_gemm.fp8_mqa_logits, q, kv, w, ks, ke)
+
+
+def test_opcheck_on_meta():
+    q, (kv, sf), w, ks, ke = _inputs(100, 1000, 64, 128)
+    args = [t.to("meta") for t in (q, kv, sf, w, ks, ke)]
+    torch.library.opcheck(_op, (*args, torch.empty(100, 1000, device="meta"), True, 0))
+    torch.library.opcheck(_op, (*args, torch.empty(100, 40, device="meta", dtype=torch.bfloat16), False, 40))
+
+
+# The kernels' machine code, compiled here (no GPU): QGMMA, no local memory, no stage release
+# behind a shared-memory read in flight, and wgmmas left in flight (ptxas serialises every
+# wgmma when it cannot prove the accumulators untouched: one DEPBAR per QGMMA).
+@pytest.mark.skipif(SASS_TOOLS is None or not HAS_NVCC, reason="needs nvcc, cuobjdump and nvdisasm")
+@pytest.mark.parametrize("heads, head_dim, out, form", [
+    (64, 128, "fp32", "clean"), (64, 128, "bf16", "compressed"), (32, 64, "fp32", "plain"), (16, 128, "fp32", "clean"),
+    (8, 32, "bf16", "clean"), (8, 128, "fp32", "compressed")])
+def test_sass(heads, head_dim, out, form, tmp_path, monkeypatch):
+    script = ("import sys, torch, deep_gemm\n"
+              f"print(torch.ops.deep_gemm.fp8_mqa_logits_build({heads}, {head_dim}, '{out}', '{form}'))\n")
+    res = subprocess.run([sys.executable, "-c", script], env=dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path)),
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    name, path = res.stdout.strip().splitlines()[-1].split("\t")
+    assert "mqa_logits" in name
+    sass = subprocess.run([os.path.join(SASS_TOOLS, "cuobjdump"), "--dump-sass", path], capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, PATH=SASS_TOOLS + os.pathsep + os.environ.get("PATH", "")))
+    assert sass.returncode == 0, sass.stderr[-2000:]
+    text = sass.stdout
+    n = 256 if heads >= 16 else 128
+    assert text.count(f"QGMMA.64x{n}x32.F32.E4M3.E4M3") >= head_dim // 32
+    assert "LDL" not in text and "STL" not in text, "local memory"
+    if head_dim >= 64:  # several wgmmas per KV block: not each followed by its own wait
+        assert text.count("WARPGROUP.DEPBAR") < text.count("QGMMA"), "every wgmma waited for (serialised)"
+    if n == 128:  # double-buffered: the next block's wgmmas stay in flight
+        assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in text, "no wait_group 1 left"
+    assert sass_test.check_module.check(text) == [], "a stage release behind an LDS in flight"
 
 
 # ---------------------------------------------------------------- GPU
