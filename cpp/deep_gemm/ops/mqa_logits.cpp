@@ -64,8 +64,8 @@ void fp8_mqa_logits(Tensor q, Tensor kv, Tensor kv_sf, Tensor weights, Tensor ks
   chk.below_2_31({{"S", s}, {"S_kv", skv}, {"S * H", s * h}});
   chk.same_cuda_device({{q, "q"}, {kv, "kv"}, {kv_sf, "kv_sf"}, {weights, "weights"}, {ks, "cu_seq_len_k_start"},
                         {ke, "cu_seq_len_k_end"}, {logits, "logits"}});
-  if (s == 0 || logits.size(1) == 0) return;
-  chk.distinct_elements({logits, "logits"});
+  if (s == 0 || skv == 0 || logits.size(1) == 0) return;  // no key: every window is empty, nothing to write
+  chk.distinct_elements({{logits, "logits"}, {kv, "kv"}, {weights, "weights"}});
   chk.no_overlap({logits, "logits"}, {{q, "q"}, {kv, "kv"}, {kv_sf, "kv_sf"}, {weights, "weights"},
                                       {ks, "cu_seq_len_k_start"}, {ke, "cu_seq_len_k_end"}});
   chk.tma_aligned({q, "q"});
