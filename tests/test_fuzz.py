@@ -154,6 +154,13 @@ def _kgrouped(tn: bool, m=M, n=N, ks=(256, 128)) -> dict[str, Any]:
                 grouped_layout=_e(len(ks), dtype=torch.int32))
 
 
+def _mqa_logits(s=8, skv=64, h=64, d=128) -> dict[str, Any]:
+    torch = _torch()
+    return dict(q=_e(s, h, d, dtype=torch.float8_e4m3fn), kv=(_e(skv, d, dtype=torch.float8_e4m3fn), _e(skv)),
+                weights=_e(s, h), cu_seq_len_k_start=_e(s, dtype=torch.int32),
+                cu_seq_len_k_end=_e(s, dtype=torch.int32))
+
+
 # name -> (baseline kwargs builder, {param: kind}); kinds drive the mutations.
 GEMM_KW = {"c": "opt_tensor", "recipe": "opt_recipe3", "recipe_a": "opt_recipe2", "recipe_b": "opt_recipe2",
            "compiled_dims": "str", "disable_ue8m0_cast": "bool"}
@@ -209,6 +216,9 @@ def _specs() -> dict[str, tuple[Callable[[], dict], dict[str, str]]]:
     s["fp8_gemm_nt_skip_head_mid"] = (_skip_head_mid, {"a": "pair", "b": "pair", "d": "tensor", "head_splits": "ints",
                                                        "recipe": "opt_recipe3", "compiled_dims": "str",
                                                        "disable_ue8m0_cast": "bool"})
+    for name in ("fp8_mqa_logits", "fp8_fp4_mqa_logits"):
+        s[name] = (_mqa_logits, {"q": "tensor", "kv": "pair", "weights": "tensor", "cu_seq_len_k_start": "tensor",
+                                 "cu_seq_len_k_end": "tensor", "clean_logits": "bool", "max_seqlen_k": "nonneg_int"})
     s["get_mn_major_tma_aligned_tensor"] = (lambda: dict(sf=_e(M, 2)), {"sf": "tensor"})
     s["get_mn_major_tma_aligned_packed_ue8m0_tensor"] = (lambda: dict(sf=_e(M, 2)),
                                                          {"sf": "tensor", "psum_layout": "opt_tensor"})
