@@ -6,21 +6,47 @@
 //                    ranges of the K / 64 K blocks (the first (K / 64) % S ranges one block
 //                    longer; a range with no block writes zeros): d.sum(0), sqr_sum.sum(0)
 //                    are the results.
-// Either way the kernel may split K further across a cluster of CTAs and reduce inside it,
-// so the outputs are written once, in a fixed summation order. Python facade:
-// deep_gemm/_hyperconnection.py.
+// Either way the kernel may split K further over several CTAs, which meet in a workspace
+// (one per device and stream, kept for the process's life), so the outputs are written
+// once, in a fixed summation order. Python facade: deep_gemm/_hyperconnection.py.
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 
+#include <algorithm>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "../launch/sm90_tf32_hc_prenorm.hpp"
 #include "op_args.hpp"
+#include "../torch/sf_layout.hpp"
+#include "../torch/stream.hpp"
 #include "../torch/tensor_checks.hpp"
 
 namespace deep_gemm::ops {
 namespace {
+
+// The K parts' workspace for the current stream of `like`'s device: launches on one stream
+// run one after another, so they share it (each leaves its counters zero); two streams never
+// do. Every buffer is kept for the process's life, so a CUDA graph that captured a launch
+// keeps a valid one; a larger need adds a new zeroed buffer beside the old ones.
+void* hc_workspace(const Tensor& like, size_t bytes) {
+  static std::mutex mu;
+  static std::map<std::pair<int, void*>, std::vector<Tensor>> spaces;
+  const int device = like.get_device_index();
+  void* stream = reinterpret_cast<void*>(torch_current_stream(device));
+  std::lock_guard<std::mutex> lock(mu);
+  auto& held = spaces[{device, stream}];
+  if (held.empty() || static_cast<size_t>(held.back().numel()) < bytes) {
+    const int64_t size = static_cast<int64_t>(std::max<size_t>(bytes, size_t(1) << 20));
+    held.push_back(empty_on_device_of(like, &size, 1, aoti_torch_dtype_uint8()));
+    torch::stable::zero_(held.back());
+  }
+  return held.back().data_ptr();
+}
 
 // The SM90 kernel's limits on N and K, in the words of an error of `op`.
 void check_hc_sizes(int64_t n, int64_t k, const char* op) {
@@ -60,7 +86,7 @@ void tf32_hc_prenorm_gemm(Tensor a, Tensor b, Tensor d, Tensor sqr_sum, std::opt
   chk.size({d, "d"}, d.dim() - 1, n, "N, from b.shape[0]");
   chk.size({sqr_sum, "sqr_sum"}, sqr_sum.dim() - 1, m, "M, from a.shape[0]");
   check_hc_sizes(n, k, op);
-  chk.below_2_31({{"M", m}, {"K", k}, {"ceil(M / 64) * num_splits * 8 (the grid)", ceil_div(m, 64) * s * 8}});
+  chk.below_2_31({{"M", m}, {"K", k}, {"ceil(M / 64) * num_splits * 64 (the grid)", ceil_div(m, 64) * s * 64}});
   const auto check_devices = [&] {
     chk.same_cuda_device({{a, "a"}, {b, "b"}, {d, "d"}, {sqr_sum, "sqr_sum"}});
   };
@@ -96,7 +122,7 @@ void tf32_hc_prenorm_gemm(Tensor a, Tensor b, Tensor d, Tensor sqr_sum, std::opt
   p.ld_d = static_cast<uint64_t>(ld_d);
   p.d_split_stride = s > 1 ? static_cast<uint64_t>(d.stride(0)) : 0;
   p.s_split_stride = s > 1 ? static_cast<uint64_t>(sqr_sum.stride(0)) : 0;
-  launch::Sm90HcPrenormLauncher::get().run(p, op);
+  launch::Sm90HcPrenormLauncher::get().run(p, op, [&](size_t bytes) { return hc_workspace(d, bytes); });
 }
 
 // Compiles (no GPU needed) the kernel tf32_hc_prenorm_gemm would use for this shape on a GPU

@@ -11,13 +11,17 @@
 // fp32 is a 16-bit shift, exact in TF32). A stays in its TMA layout: an fp32 copy in shared
 // memory for an SS wgmma would triple the shared-memory traffic per byte of A.
 //
-// Grid: one CTA per (64 or 128-row M tile, split, cluster rank). The kCluster CTAs of a
-// cluster split the split's K range again, so that small M still streams on every SM; their
-// partial results meet in the rank-0 CTA's shared memory (distributed shared memory, a fixed
-// summation order) and only rank 0 stores. Block: two math warpgroups and one producer warp
-// whose first thread issues the TMA loads of A (64 K x kBlockM rows, 128B swizzle) and B (two
-// boxes of 32 K x N rows). 128-row tiles: each warpgroup computes its 64-row slab of every K
-// block. 64-row tiles: the two take alternate K blocks of the same rows and add up at the end.
+// Grid: one CTA per (64 or 128-row M tile, split, K part). The num_parts CTAs of a (tile,
+// split) unit split its K range again, so that small M still streams on every SM. Each
+// writes its partial to a global workspace; the last to arrive (a counter per unit, reset
+// by that CTA for the next launch) adds all of them in part order, so the sum is the same
+// whichever arrives last, and stores. Independent CTAs: clusters of 4 or 8 would do the
+// same through distributed shared memory, but fewer of them fit at once than the SMs
+// (on the H200, 2026-12-03, 128 CTAs in clusters of 4 took the time of two waves).
+// Block: two math warpgroups and one producer warp whose first thread issues the TMA loads
+// of A (64 K x kBlockM rows, 128B swizzle) and B (two boxes of 32 K x N rows). 128-row
+// tiles: each warpgroup computes its 64-row slab of every K block. 64-row tiles: the two
+// take alternate K blocks of the same rows and add up at the end.
 //
 // A warpgroup's K block is sequential: load its register A, issue the 8 wgmmas, wait for
 // them, release the stage. The wgmma reads its register A after issue and PTX forbids
@@ -37,12 +41,12 @@ namespace sm90_hc {
 constexpr uint32_t kBlockK = 64;  // bf16 elements of K per stage: one 128-byte row of A
 
 // Dynamic shared memory from a 1024-byte aligned base:
-//   [A x STAGES] [B x STAGES] [peer partials (rank 0 of a cluster)] [warpgroup 1's partial
-//   (64-row tiles)] [full, empty barriers]
-// A stage of B is two 128B-swizzled halves [N][32 fp32]. A partial is (N / 2 accumulators +
-// 2 row sums) x kResultThreads floats, thread-minor; the peer partials are kCluster - 1 of them.
+//   [A x STAGES] [B x STAGES] [warpgroup 1's partial (64-row tiles)] [full, empty barriers]
+//   [the last-part flag]
+// A stage of B is two 128B-swizzled halves [N][32 fp32]. A partial (here and in the global
+// workspace) is (N / 2 accumulators + 2 row sums) x kResultThreads floats, thread-minor.
 // The host mirrors this in its shared-memory count (heuristics/sm90_hc_prenorm.hpp).
-template <uint32_t kBlockM, uint32_t kN, uint32_t kStages, uint32_t kCluster>
+template <uint32_t kBlockM, uint32_t kN, uint32_t kStages>
 struct SmemLayout {
     static constexpr uint32_t kResultThreads = kBlockM * 2;  // the math threads that hold results
     static constexpr uint32_t kPartialFloats = kN / 2 + 2;
@@ -51,13 +55,12 @@ struct SmemLayout {
     static constexpr uint32_t kBBytes = 2 * kBHalfBytes;
     static constexpr uint32_t kAOff = 0;
     static constexpr uint32_t kBOff = kStages * kABytes;
-    static constexpr uint32_t kPeerOff = kBOff + kStages * kBBytes;
     static constexpr uint32_t kPartialBytes = kPartialFloats * kResultThreads * 4;
-    static constexpr uint32_t kPeerBytes = (kCluster - 1) * kPartialBytes;
-    static constexpr uint32_t kXferOff = kPeerOff + kPeerBytes;
+    static constexpr uint32_t kXferOff = kBOff + kStages * kBBytes;
     static constexpr uint32_t kXferBytes = kBlockM == 64 ? kPartialBytes : 0;
     static constexpr uint32_t kBarOff = kXferOff + kXferBytes;
-    static constexpr uint32_t kTotalBytes = kBarOff + 2 * kStages * 8;
+    static constexpr uint32_t kFlagOff = kBarOff + 2 * kStages * 8;
+    static constexpr uint32_t kTotalBytes = kFlagOff + 16;
     static constexpr uint32_t kDynamicBytes = kTotalBytes + 1024;  // room to align the base
     static constexpr uint32_t kStageTxBytes = kABytes + kBBytes;
     static_assert(kABytes % 1024 == 0 && kBHalfBytes % 1024 == 0, "tiles must keep 1024-byte alignment");
@@ -68,13 +71,15 @@ struct SmemLayout {
         : base(raw + ((1024u - (ptx::smem_addr(raw) & 1023u)) & 1023u)) {}
     __device__ __forceinline__ uint8_t* a(uint32_t s) const { return base + kAOff + s * kABytes; }
     __device__ __forceinline__ uint8_t* b(uint32_t s) const { return base + kBOff + s * kBBytes; }
-    __device__ __forceinline__ float* peer() const { return reinterpret_cast<float*>(base + kPeerOff); }
     __device__ __forceinline__ float* xfer() const { return reinterpret_cast<float*>(base + kXferOff); }
     __device__ __forceinline__ uint64_t* full(uint32_t s) const {
         return reinterpret_cast<uint64_t*>(base + kBarOff) + s;
     }
     __device__ __forceinline__ uint64_t* empty(uint32_t s) const {
         return reinterpret_cast<uint64_t*>(base + kBarOff) + kStages + s;
+    }
+    __device__ __forceinline__ volatile uint32_t* flag() const {
+        return reinterpret_cast<volatile uint32_t*>(base + kFlagOff);
     }
 };
 
@@ -92,49 +97,42 @@ __device__ __forceinline__ uint32_t lds_bf16_as_f32(const uint8_t* p) {
     return static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(p)) << 16;
 }
 
-// Cluster barrier halves: arrive (relaxed: orders nothing), and wait; then arrive with
-// release / wait with acquire semantics around the distributed shared-memory writes.
-__device__ __forceinline__ void cluster_arrive_relaxed() {
-    asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
-}
-__device__ __forceinline__ void cluster_arrive_release() {
-    asm volatile("barrier.cluster.arrive.release;" ::: "memory");
-}
-__device__ __forceinline__ void cluster_wait_acquire() {
-    asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
-}
-
-// st.shared::cluster of one float at `p`'s offset in CTA `rank` of the cluster.
-__device__ __forceinline__ void st_peer_f32(float* p, uint32_t rank, float v) {
-    asm volatile(
-        "{\n\t.reg .b32 remote;\n\t"
-        "mapa.shared::cluster.u32 remote, %0, %1;\n\t"
-        "st.shared::cluster.f32 [remote], %2;\n\t}"
-        :: "r"(ptx::smem_addr(p)), "r"(rank), "f"(v) : "memory");
-}
-
-// The partial of this thread (N / 2 accumulators, then the row sums of rows r and r + 8) in
-// a thread-minor buffer of kThreads threads at `t`, read back and added.
+// The partial of thread t (N / 2 accumulators, then the row sums of rows r and r + 8) in a
+// thread-minor buffer of kThreads threads: written, and read back and added. kL2: the buffer
+// is global memory other CTAs wrote (read through L2, past this SM's L1).
 template <uint32_t kNumAccum, uint32_t kThreads>
+__device__ __forceinline__ void put_partial(float* buf, uint32_t t, const float (&acc)[kNumAccum], float sq_lo,
+                                            float sq_hi) {
+#pragma unroll
+    for (uint32_t j = 0; j < kNumAccum; ++j) buf[j * kThreads + t] = acc[j];
+    buf[kNumAccum * kThreads + t] = sq_lo;
+    buf[(kNumAccum + 1) * kThreads + t] = sq_hi;
+}
+template <uint32_t kNumAccum, uint32_t kThreads, bool kL2>
 __device__ __forceinline__ void add_partial(const float* buf, uint32_t t, float (&acc)[kNumAccum], float& sq_lo,
                                             float& sq_hi) {
+    const auto ld = [](const float* p) { return kL2 ? __ldcg(p) : *p; };
 #pragma unroll
-    for (uint32_t j = 0; j < kNumAccum; ++j) acc[j] += buf[j * kThreads + t];
-    sq_lo += buf[kNumAccum * kThreads + t];
-    sq_hi += buf[(kNumAccum + 1) * kThreads + t];
+    for (uint32_t j = 0; j < kNumAccum; ++j) acc[j] += ld(buf + j * kThreads + t);
+    sq_lo += ld(buf + kNumAccum * kThreads + t);
+    sq_hi += ld(buf + (kNumAccum + 1) * kThreads + t);
 }
 
 }  // namespace sm90_hc
 
-// kN: N (8, 16, 24 or 32: the wgmma's N). kBlockM: 64 or 128 rows per CTA. kCluster: CTAs
-// per cluster that split one split's K blocks (1, 2, 4 or 8). d_split_stride / s_split_stride:
-// elements between the splits of D and S (0 when num_splits == 1); ld_d: D's row pitch.
-template <uint32_t kN, uint32_t kBlockM, uint32_t kStages, uint32_t kCluster>
+// kN: N (8, 16, 24 or 32: the wgmma's N). kBlockM: 64 or 128 rows per CTA. num_parts: CTAs
+// that split one split's K blocks; with more than one, `workspace` holds (units x num_parts)
+// partials and `counters` one zero int per unit (tile, split) (left zero again).
+// d_split_stride / s_split_stride: elements between the splits of D and S (0 when
+// num_splits == 1); ld_d: D's row pitch.
+template <uint32_t kN, uint32_t kBlockM, uint32_t kStages>
 __device__ __forceinline__ void sm90_tf32_hc_prenorm_gemm_impl(uint32_t m, uint32_t num_k_blocks,
-                                                               uint32_t num_splits, const CUtensorMap* tmap_a,
+                                                               uint32_t num_splits, uint32_t num_parts,
+                                                               const CUtensorMap* tmap_a,
                                                                const CUtensorMap* tmap_b, float* d,
                                                                uint64_t d_split_stride, uint32_t ld_d,
-                                                               float* sqr_sum, uint64_t s_split_stride) {
+                                                               float* sqr_sum, uint64_t s_split_stride,
+                                                               float* workspace, int* counters) {
     using namespace sm90;
     using namespace sm90_hc;
     constexpr uint32_t kNumMathThreads = 256;
@@ -143,8 +141,7 @@ __device__ __forceinline__ void sm90_tf32_hc_prenorm_gemm_impl(uint32_t m, uint3
     constexpr uint32_t kNumAccum = kN / 2;
     static_assert(kBlockM == 64 || kBlockM == 128, "BLOCK_M is 64 or 128");
     static_assert(kN % 8 == 0 && kN >= 8 && kN <= 32, "N: 8, 16, 24 or 32");
-    static_assert(kCluster == 1 || kCluster == 2 || kCluster == 4 || kCluster == 8, "cluster: 1, 2, 4 or 8");
-    using Layout = SmemLayout<kBlockM, kN, kStages, kCluster>;
+    using Layout = SmemLayout<kBlockM, kN, kStages>;
     static_assert(launch_smem_fits<Layout>(), "the launch allocates less shared memory than this layout");
     using Mma = ptx::WgmmaTF32RS<kN>;
 
@@ -152,25 +149,14 @@ __device__ __forceinline__ void sm90_tf32_hc_prenorm_gemm_impl(uint32_t m, uint3
     const Layout smem(smem_raw);
     // A stage is released by the warps that read it: one warpgroup (64-row tiles) or both.
     gemm_kernel_setup<Layout, kStages, kSplitK ? 4 : 8, 1>(smem, kNumMathThreads, tmap_a, tmap_b);
-    // Phase 0 of the cluster barrier: every CTA has started (waited for before the first
-    // access to a peer's shared memory, at the end).
-    if constexpr (kCluster > 1) cluster_arrive_relaxed();
 
-    const uint32_t rank = kCluster > 1 ? ptx::cluster_cta_rank() : 0u;
-    const uint32_t unit = blockIdx.x / kCluster;  // (M tile, split)
+    const uint32_t part = blockIdx.x % num_parts;
+    const uint32_t unit = blockIdx.x / num_parts;  // (M tile, split)
     const uint32_t split = unit % num_splits, m_tile = unit / num_splits;
     uint32_t split_first, split_blocks, kb_first, kb_count;
     balanced_range(num_k_blocks, num_splits, split, split_first, split_blocks);
-    balanced_range(split_blocks, kCluster, rank, kb_first, kb_count);
+    balanced_range(split_blocks, num_parts, part, kb_first, kb_count);
     kb_first += split_first;
-
-    // A thread without results of its own still counts in the cluster barrier.
-    const auto leave_cluster = [] {
-        if constexpr (kCluster > 1) {
-            cluster_wait_acquire();
-            cluster_arrive_release();
-        }
-    };
 
     if (threadIdx.x >= kNumMathThreads) {
         // ---- producer warp: one thread keeps the ring full ----
@@ -188,8 +174,6 @@ __device__ __forceinline__ void sm90_tf32_hc_prenorm_gemm_impl(uint32_t m, uint3
                 ptx::tma_load_2d(smem.b(s) + Layout::kBHalfBytes, tmap_b, full, k0 + 32, 0);
             }
         }
-        __syncwarp();
-        leave_cluster();
         return;
     }
 
@@ -259,33 +243,32 @@ __device__ __forceinline__ void sm90_tf32_hc_prenorm_gemm_impl(uint32_t m, uint3
             xfer[(kNumAccum + 1) * kResultThreads + t] = sq_hi;
         }
         ptx::named_barrier_sync(1, kNumMathThreads);
-        if (wg == 1) {
-            leave_cluster();
-            return;
-        }
-        add_partial<kNumAccum, kResultThreads>(smem.xfer(), t, acc, sq_lo, sq_hi);
+        if (wg == 1) return;
+        add_partial<kNumAccum, kResultThreads, false>(smem.xfer(), t, acc, sq_lo, sq_hi);
     }
 
-    if constexpr (kCluster > 1) {
-        // Ranks 1.. write their partials into rank 0's slots, then arrive (release); rank 0
-        // waits (acquire) and adds them in rank order. Only rank 0 reads the slots, so the
-        // other CTAs may exit as soon as they have arrived.
-        cluster_wait_acquire();  // phase 0: every CTA of the cluster runs
-        if (rank > 0) {
-            float* slot = smem.peer() + (rank - 1) * Layout::kPartialFloats * kResultThreads + t;
-#pragma unroll
-            for (uint32_t j = 0; j < kNumAccum; ++j) st_peer_f32(slot + j * kResultThreads, 0, acc[j]);
-            st_peer_f32(slot + kNumAccum * kResultThreads, 0, sq_lo);
-            st_peer_f32(slot + (kNumAccum + 1) * kResultThreads, 0, sq_hi);
-            cluster_arrive_release();
-            return;
+    if (num_parts > 1) {
+        // Every part stores its partial and counts itself in (the fence makes the partial
+        // visible GPU-wide before the count); the last adds all partials in part order.
+        float* parts = workspace + static_cast<size_t>(unit) * num_parts * Layout::kPartialFloats * kResultThreads;
+        put_partial<kNumAccum, kResultThreads>(parts + part * Layout::kPartialFloats * kResultThreads, t, acc, sq_lo,
+                                               sq_hi);
+        __threadfence();
+        ptx::named_barrier_sync(2, kResultThreads);
+        if (t == 0) {
+            const bool last = atomicAdd(counters + unit, 1) == static_cast<int>(num_parts - 1);
+            if (last) counters[unit] = 0;  // for the next launch; no other CTA of this one touches it
+            *smem.flag() = last ? 1u : 0u;
         }
-        cluster_arrive_release();
-        cluster_wait_acquire();
+        ptx::named_barrier_sync(2, kResultThreads);
+        if (*smem.flag() == 0) return;
+        __threadfence();
 #pragma unroll
-        for (uint32_t r = 0; r + 1 < kCluster; ++r)
-            add_partial<kNumAccum, kResultThreads>(smem.peer() + r * Layout::kPartialFloats * kResultThreads, t, acc,
-                                                   sq_lo, sq_hi);
+        for (uint32_t j = 0; j < kNumAccum; ++j) acc[j] = 0.0f;
+        sq_lo = sq_hi = 0.0f;
+        for (uint32_t r = 0; r < num_parts; ++r)
+            add_partial<kNumAccum, kResultThreads, true>(parts + r * Layout::kPartialFloats * kResultThreads, t, acc,
+                                                         sq_lo, sq_hi);
     }
 
     const uint32_t row = m_tile * kBlockM + tile_row;
