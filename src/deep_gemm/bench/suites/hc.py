@@ -4,7 +4,11 @@ upstream's K values over M from decode to prefill sizes, against the torch refer
 
 The kernel is memory-bound: each record carries ``a_bytes`` (M * K * 2, what it must read)
 and ``floor_us`` (those bytes at the ~4.3 TB/s copy bandwidth); ``floor_us / us`` is the
-fraction of copy bandwidth reached (BENCH.md: >= 0.7)."""
+fraction of copy bandwidth reached (BENCH.md: >= 0.7). The protocol's L2 flush (a 256 MB
+memset) leaves up to the whole L2 dirty, written back while the kernel reads, so this figure
+is below the kernel's streaming rate, most where ``a`` is not much larger than the L2 (H200,
+2026-12-03, kernel time: 4096x24x7168 at 54% of copy bandwidth after the flush, 64% on
+rotating clean inputs; 8192x24x28672 at 88% and 93%)."""
 
 from __future__ import annotations
 
