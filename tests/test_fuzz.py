@@ -213,6 +213,10 @@ def _specs() -> dict[str, tuple[Callable[[], dict], dict[str, str]]]:
                                     b=(_e(8, 128, 128, dtype=_torch().float8_e4m3fn), _e(8, 1, 1)),
                                     d=_e(4, 8, 128, dtype=_torch().bfloat16)),
                        {"expr": "str", "a": "pair", "b": "pair", "d": "tensor", "c": "opt_tensor", "recipe": "recipe3"})
+    s["tf32_hc_prenorm_gemm"] = (lambda: dict(a=_e(M, 128, dtype=_torch().bfloat16), b=_e(24, 128), d=_e(M, 24),
+                                              sqr_sum=_e(M)),
+                                 {"a": "tensor", "b": "tensor", "d": "tensor", "sqr_sum": "tensor",
+                                  "num_splits": "opt_pos_int"})
     s["fp8_gemm_nt_skip_head_mid"] = (_skip_head_mid, {"a": "pair", "b": "pair", "d": "tensor", "head_splits": "ints",
                                                        "recipe": "opt_recipe3", "compiled_dims": "str",
                                                        "disable_ue8m0_cast": "bool"})

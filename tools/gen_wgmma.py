@@ -4,7 +4,8 @@ to 256), A and B from shared memory (descriptors), D f32 in registers:
 
     wgmma_e4m3.cuh   m64nNk32 e4m3 x e4m3 (K-major operands only)
     wgmma_bf16.cuh   m64nNk16 bf16 x bf16 (either operand K- or MN-major: kTransA/kTransB)
-    wgmma_tf32.cuh   m64nNk8  tf32 x tf32 (K-major operands only)
+    wgmma_tf32.cuh   m64nNk8  tf32 x tf32 (K-major operands only), and WgmmaTF32RS: the same
+                     with A from registers (4 per thread), for A converted on the fly
 
 Inline asm must list every accumulator register, so the variants are generated instead of
 written by hand. Re-run after changing a template: python tools/gen_wgmma.py"""
@@ -59,6 +60,40 @@ def variant(struct, k, types, n, trans):
 """
 
 
+RS_LAYOUT = """
+// WgmmaTF32RS<N>: A from registers instead of shared memory. Thread l of warp w holds
+//   a[0] = A[16w + l/4][l%4], a[1] = A[16w + l/4 + 8][l%4],
+//   a[2] = A[16w + l/4][l%4 + 4], a[3] = A[16w + l/4 + 8][l%4 + 4]
+// of the 64 x 8 slice (fp32 bit patterns; the low 13 mantissa bits are ignored). The
+// hardware reads them after issue: they must stay unchanged until the wgmma_wait that
+// covers this wgmma.
+template <int N> struct WgmmaTF32RS;  // specialised below for N = 8, 16, ..., 256
+"""
+
+
+def rs_variant(n):
+    regs = n // 2
+    out_list = ", ".join(f"%{i}" for i in range(regs))
+    cons = ",\n          ".join(", ".join(f'"+f"(d[{i}])' for i in range(r, min(r + 8, regs)))
+                                for r in range(0, regs, 8))
+    return f"""
+template <> struct WgmmaTF32RS<{n}> {{
+    static constexpr int kNumAccum = {regs};
+    __device__ __forceinline__ static void mma(const uint32_t (&a)[4], uint64_t desc_b,
+                                               float (&d)[{regs}], bool scale_d) {{
+        asm volatile(
+            "{{\\n\\t.reg .pred p;\\n\\t"
+            "setp.ne.b32 p, %{regs + 5}, 0;\\n\\t"
+            "wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 "
+            "{{{out_list}}}, "
+            "{{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}, p, 1, 1;\\n\\t}}"
+          : {cons}
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(static_cast<int>(scale_d)));
+    }}
+}};
+"""
+
+
 def header(name, struct, k, what, trans):
     primary = (f"template <int N, bool kTransA = false, bool kTransB = false> struct {struct};"
                if trans else f"template <int N> struct {struct};")
@@ -73,6 +108,8 @@ def render() -> dict:
     for name, (struct, k, types, what, trans) in DTYPES.items():
         text = header(name, struct, k, what, trans)
         text += "".join(variant(struct, k, types, n, trans) for n in range(8, 257, 8))
+        if name == "tf32":
+            text += RS_LAYOUT + "".join(rs_variant(n) for n in range(8, 257, 8))
         text += "\n}  // namespace deep_gemm::ptx\n"
         out[f"cuda/deep_gemm/mma/wgmma_{name}.cuh"] = text
     return out

@@ -47,6 +47,8 @@
 #   deep_gemm::set_pdl(bool enable) -> ()
 #   deep_gemm::set_tc_util(int tc_util) -> ()
 #   deep_gemm::sf_pack_ue8m0_build() -> str[]
+#   deep_gemm::tf32_hc_prenorm_gemm(Tensor a, Tensor b, Tensor(a!) d, Tensor(b!) sqr_sum, int? num_splits=None) -> ()
+#   deep_gemm::tf32_hc_prenorm_gemm_build(int m, int n, int k, int? num_splits, int num_sms) -> str
 
 from __future__ import annotations
 
@@ -278,6 +280,10 @@ def set_pdl(new_enable_pdl: bool) -> None:
 
 def set_tc_util(new_tc_util: int) -> None:
     """Approximate tensor-core utilisation (percent, 1..100) the heuristics assume."""
+    ...
+
+def tf32_hc_prenorm_gemm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, sqr_sum: torch.Tensor, num_splits: Optional[int] = None) -> None:
+    """``d = a @ b.T`` (TF32 products, FP32 sums) and ``sqr_sum = (a.float() ** 2).sum(-1)``."""
     ...
 
 def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe: collections.abc.Sequence[int], num_groups: Optional[int] = None, is_sfa: Optional[bool] = None, disable_ue8m0_cast: bool = False, psum_layout: Optional[torch.Tensor] = None) -> torch.Tensor:

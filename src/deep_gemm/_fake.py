@@ -35,6 +35,7 @@ _TENSOR_OPS: dict[str, tuple[str, ...]] = {
     "cublaslt_bmm_nt": ("a", "b", "d", "c"),
     "m_grouped_bf16_gemm_nt_contiguous": ("a", "b", "d", "grouped_layout"),
     "m_grouped_bf16_gemm_nt_masked": ("a", "b", "d", "masked_m"),
+    "tf32_hc_prenorm_gemm": ("a", "b", "d", "sqr_sum"),
     "get_mn_major_tma_aligned_packed_ue8m0_tensor": ("sf", "psum_layout"),
     "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor": ("sf", "grouped_layout"),
     "fp8_mqa_logits": ("q", "kv", "kv_sf", "weights", "cu_seq_len_k_start", "cu_seq_len_k_end", "logits"),
