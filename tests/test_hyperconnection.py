@@ -278,6 +278,34 @@ def test_cuda_graph_replays_on_new_data():
 
 
 @pytest.mark.gpu
+def test_graph_and_eager_launches_keep_their_own_workspaces():
+    # M = 512 splits K over several CTAs that meet in a workspace. A captured launch gets its
+    # own (zeroed inside the graph), so replays beside eager launches on a side stream, and
+    # eager launches after a capture, all stay right.
+    a, b = _inputs(512, 24, 7168)
+    d, s = torch.empty(512, 24, device="cuda"), torch.empty(512, device="cuda")
+    graph = torch.cuda.CUDAGraph()
+    deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s)  # compile outside the capture
+    with torch.cuda.graph(graph):
+        deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s)
+    a2, b2 = _inputs(512, 24, 7168)
+    d2, s2 = torch.empty(512, 24, device="cuda"), torch.empty(512, device="cuda")
+    side = torch.cuda.Stream()
+    for _ in range(3):
+        d.fill_(float("nan"))
+        s.fill_(float("nan"))
+        d2.fill_(float("nan"))
+        s2.fill_(float("nan"))
+        torch.cuda.synchronize()
+        graph.replay()
+        with torch.cuda.stream(side):
+            deep_gemm.tf32_hc_prenorm_gemm(a2, b2, d2, s2)
+        torch.cuda.synchronize()
+        _check(a, b, d, s, label="graph replay")
+        _check(a2, b2, d2, s2, label="eager on a side stream")
+
+
+@pytest.mark.gpu
 def test_empty_m_writes_nothing():
     a = torch.empty(0, 64, dtype=BF16, device="cuda")
     b = torch.randn(24, 64, device="cuda")

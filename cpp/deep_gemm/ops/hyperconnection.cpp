@@ -7,8 +7,8 @@
 //                    longer; a range with no block writes zeros): d.sum(0), sqr_sum.sum(0)
 //                    are the results.
 // Either way the kernel may split K further over several CTAs, which meet in a workspace
-// (one per device and stream, kept for the process's life), so the outputs are written
-// once, in a fixed summation order. Python facade: deep_gemm/_hyperconnection.py.
+// (one per device and stream for eager launches, its own for a captured one: hc_workspace),
+// so the outputs are written once, in a fixed summation order. Python facade: deep_gemm/_hyperconnection.py.
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 
@@ -29,19 +29,31 @@
 namespace deep_gemm::ops {
 namespace {
 
-// The K parts' workspace for the current stream of `like`'s device: launches on one stream
-// run one after another, so they share it (each leaves its counters zero); two streams never
-// do. Every buffer is kept for the process's life, so a CUDA graph that captured a launch
-// keeps a valid one; a larger need adds a new zeroed buffer beside the old ones.
-void* hc_workspace(const Tensor& like, size_t bytes) {
+// The K parts' workspace (counters that every launch leaves zero, and partial sums) for the
+// current stream of `like`'s device. Eager launches on one stream run one after another, so
+// they share one buffer per device and stream, zeroed once and kept for the process's life
+// (no memset per call); two streams never share one. Under CUDA graph capture a buffer made
+// now would be zeroed only by the graph, and a graph may be replayed on any stream beside
+// eager work: a captured launch gets its own zeroed temporary instead (the memset a node of
+// the graph, the memory the graph pool's, as for any temporary torch allocates in capture).
+// `scratch` holds that temporary until the launch is enqueued.
+void* hc_workspace(const Tensor& like, size_t bytes, std::optional<Tensor>& scratch) {
+  const int device = like.get_device_index();
+  CUstream stream = torch_current_stream(device);
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUresult r = deep_jit::detail::driver().stream_is_capturing(stream, &capture);
+  check_arg(r == CUDA_SUCCESS, "tf32_hc_prenorm_gemm", "cuStreamIsCapturing failed (", static_cast<int>(r), ")");
+  const int64_t size = static_cast<int64_t>(std::max<size_t>(bytes, size_t(1) << 20));
+  if (capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+    scratch = empty_on_device_of(like, &size, 1, aoti_torch_dtype_uint8());
+    torch::stable::zero_(*scratch);
+    return scratch->data_ptr();
+  }
   static std::mutex mu;
   static std::map<std::pair<int, void*>, std::vector<Tensor>> spaces;
-  const int device = like.get_device_index();
-  void* stream = reinterpret_cast<void*>(torch_current_stream(device));
   std::lock_guard<std::mutex> lock(mu);
-  auto& held = spaces[{device, stream}];
+  auto& held = spaces[{device, reinterpret_cast<void*>(stream)}];
   if (held.empty() || static_cast<size_t>(held.back().numel()) < bytes) {
-    const int64_t size = static_cast<int64_t>(std::max<size_t>(bytes, size_t(1) << 20));
     held.push_back(empty_on_device_of(like, &size, 1, aoti_torch_dtype_uint8()));
     torch::stable::zero_(held.back());
   }
@@ -122,7 +134,8 @@ void tf32_hc_prenorm_gemm(Tensor a, Tensor b, Tensor d, Tensor sqr_sum, std::opt
   p.ld_d = static_cast<uint64_t>(ld_d);
   p.d_split_stride = s > 1 ? static_cast<uint64_t>(d.stride(0)) : 0;
   p.s_split_stride = s > 1 ? static_cast<uint64_t>(sqr_sum.stride(0)) : 0;
-  launch::Sm90HcPrenormLauncher::get().run(p, op, [&](size_t bytes) { return hc_workspace(d, bytes); });
+  std::optional<Tensor> scratch;  // a captured launch's workspace, freed once it is enqueued
+  launch::Sm90HcPrenormLauncher::get().run(p, op, [&](size_t bytes) { return hc_workspace(d, bytes, scratch); });
 }
 
 // Compiles (no GPU needed) the kernel tf32_hc_prenorm_gemm would use for this shape on a GPU

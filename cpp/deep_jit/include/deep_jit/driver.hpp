@@ -63,6 +63,7 @@ struct DriverApi {
   CUresult (*func_set_attribute)(CUfunction, CUfunction_attribute, int) = nullptr;
   CUresult (*func_get_attribute)(int*, CUfunction_attribute, CUfunction) = nullptr;
   CUresult (*launch_kernel_ex)(const CUlaunchConfig*, CUfunction, void**, void**) = nullptr;
+  CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
   CUresult (*tensor_map_encode_tiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                       const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                                       CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill) = nullptr;
@@ -124,6 +125,7 @@ inline void resolve_all(DriverApi& api, const SymbolResolver& r) {
   r.resolve(api.func_set_attribute, "cuFuncSetAttribute");
   r.resolve(api.func_get_attribute, "cuFuncGetAttribute");
   r.resolve(api.launch_kernel_ex, "cuLaunchKernelEx");
+  r.resolve(api.stream_is_capturing, "cuStreamIsCapturing");
   r.resolve(api.tensor_map_encode_tiled, "cuTensorMapEncodeTiled");
   r.resolve(api.mem_alloc, "cuMemAlloc");
   r.resolve(api.mem_free, "cuMemFree");
