@@ -19,6 +19,7 @@ PEERS = {  # JSON peer name -> column heading
     "cublaslt_blockwise": "x cuBLASLt",
     "torch_bf16": "x torch bf16",
     "deep_gemm_dense_loop": "x dense loop",
+    "torch_reference": "x torch reference",
 }
 KINDS = {
     "fp8_gemm_nt": "dense",
@@ -38,6 +39,9 @@ def shape(r):
         return f"einsum {r['op']} (dims {r['m']}, {r['n']}, {r['k']}; batch {r['groups']})"
     if kind in ("dense", "bf16 dense"):
         return f"dense {r['m']}x{r['n']}x{r['k']}"
+    if r["op"] == "tf32_hc_prenorm_gemm":  # memory-bound: a's bytes against the H200's copy bandwidth
+        bw = f", a read at {r['floor_us'] / r['us']:.0%} of 4.3 TB/s" if r.get("floor_us") else ""
+        return f"hc prenorm {r['m']}x{r['n']}x{r['k']}{bw}"
     if kind == "cublaslt dense":
         return f"cublaslt_gemm_nt {r['m']}x{r['n']}x{r['k']}"
     if kind == "k-grouped":
