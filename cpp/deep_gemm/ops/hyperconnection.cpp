@@ -41,7 +41,11 @@ void* hc_workspace(const Tensor& like, size_t bytes, std::optional<Tensor>& scra
   const int device = like.get_device_index();
   CUstream stream = torch_current_stream(device);
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  const CUresult r = deep_jit::detail::driver().stream_is_capturing(stream, &capture);
+  CUresult r;
+  {
+    const deep_jit::detail::ScopedDeviceContext context(device);  // a thread may hold no context yet
+    r = deep_jit::detail::driver().stream_is_capturing(stream, &capture);
+  }
   check_arg(r == CUDA_SUCCESS, "tf32_hc_prenorm_gemm", "cuStreamIsCapturing failed (", static_cast<int>(r), ")");
   const int64_t size = static_cast<int64_t>(std::max<size_t>(bytes, size_t(1) << 20));
   if (capture != CU_STREAM_CAPTURE_STATUS_NONE) {
