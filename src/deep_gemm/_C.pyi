@@ -13,6 +13,7 @@
 #   deep_gemm::fp8_gemm_build(int m, int n, int k, bool fp32_out, int num_sms, str compiled_dims) -> str
 #   deep_gemm::fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor? c=None, str compiled_dims="nk", bool sfb_per_row=False) -> ()
 #   deep_gemm::fp8_gemm_nt_skip_head_mid(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, int[] head_splits, str compiled_dims="nk") -> ()
+#   deep_gemm::fp8_paged_mqa_logits(Tensor q, Tensor kv_cache, Tensor weights, Tensor context_lens, Tensor block_table, Tensor schedule_meta, int max_context_len, bool clean_logits=False, bool bf16_logits=False) -> Tensor
 #   deep_gemm::get_block_size_multiple_of() -> int[]
 #   deep_gemm::get_device_sm_count() -> int
 #   deep_gemm::get_ignore_compile_dims() -> bool
@@ -21,6 +22,7 @@
 #   deep_gemm::get_mn_major_tma_aligned_packed_ue8m0_tensor(Tensor sf, Tensor? psum_layout=None) -> Tensor
 #   deep_gemm::get_mn_major_tma_aligned_tensor(Tensor sf) -> Tensor
 #   deep_gemm::get_num_sms() -> int
+#   deep_gemm::get_paged_mqa_logits_metadata(Tensor context_lens, int block_kv, int num_sms) -> Tensor
 #   deep_gemm::get_pdl() -> bool
 #   deep_gemm::get_tc_util() -> int
 #   deep_gemm::get_theoretical_mk_alignment_for_contiguous_layout(int expected_m=0) -> int
@@ -38,6 +40,7 @@
 #   deep_gemm::m_grouped_fp8_gemm_build(str layout, int m, int n, int k, int num_groups, int expected_m, int num_sms, str compiled_dims) -> str
 #   deep_gemm::m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor grouped_layout, str compiled_dims="nk", bool use_psum_layout=False, int? expected_m_for_psum_layout=None, bool ensure_zero_padding=False) -> ()
 #   deep_gemm::m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor masked_m, int expected_m, str compiled_dims="nk") -> ()
+#   deep_gemm::paged_mqa_logits_build(int next_n, int num_heads, int head_dim, str logits_dtype) -> str[]
 #   deep_gemm::set_block_size_multiple_of(int block_m, int block_n) -> ()
 #   deep_gemm::set_ignore_compile_dims(bool ignore) -> ()
 #   deep_gemm::set_mk_alignment_for_contiguous_layout(int alignment) -> ()
@@ -127,6 +130,10 @@ def fp8_fp4_mega_moe(*args: Any, **kwargs: Any) -> NoReturn:
     """SM100 only."""
     ...
 
+def fp8_fp4_paged_mqa_logits(q: Any, kv_cache: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor, block_table: torch.Tensor, schedule_meta: torch.Tensor, max_context_len: int, clean_logits: bool = False, logits_dtype: torch.dtype = torch.float32, indices: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Paged MQA logits (see the module doc): returns ``[B * next_n, max_context_len]`` of"""
+    ...
+
 def fp8_gemm_nn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, *, alpha: Optional[float] = None) -> None:
     """:func:`fp8_gemm_nt` with B given as ``[K, N]`` (and its scales transposed alike)."""
     ...
@@ -149,6 +156,10 @@ def fp8_gemm_tt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, tor
 
 def fp8_m_grouped_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, masked_m: torch.Tensor, expected_m: int, recipe: Optional[tuple[int, int, int]] = None, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False) -> None:
     """MoE grouped GEMM with a fixed slot per group: ``d[g, :masked_m[g]] = A[g, :masked_m[g]] @ B[g]^T``."""
+    ...
+
+def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor, block_table: torch.Tensor, schedule_meta: torch.Tensor, max_context_len: int, clean_logits: bool = False, indices: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """:func:`fp8_fp4_paged_mqa_logits` with FP8 ``q`` and float32 logits (upstream's older name)."""
     ...
 
 def get_jit() -> deep_gemm._jit.JitInfo:
@@ -178,6 +189,10 @@ def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:
 
 def get_num_sms() -> int:
     """The SM cap set by :func:`set_num_sms`, else the current device's SM count."""
+    ...
+
+def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num_sms: int, indices: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """The schedule of :func:`fp8_paged_mqa_logits`: int32 ``[num_sms + 1, 2]`` on the GPU."""
     ...
 
 def get_pdl() -> bool:

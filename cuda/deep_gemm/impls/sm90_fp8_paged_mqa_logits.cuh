@@ -1,0 +1,361 @@
+// SM90 paged MQA logits (the DeepSeek V3.2 indexer, decode): for query token t of batch b
+// (next_n tokens per batch, H heads, head dim D) and each cached token j it may see,
+//
+//   logits[b * next_n + t][j] = sum_h relu(q[b, t, h] . k_j * s_j) * w[b * next_n + t][h]
+//
+// with k_j the FP8 row and s_j the FP32 scale of token j, found through block_table: token j
+// of batch b lives in page block_table[b][j / block_kv], row j % block_kv. A page of the
+// uint8 cache [num_blocks, block_kv, 1, D + 4] holds its block_kv FP8 rows of D bytes, then
+// its block_kv FP32 scales (a page is block-strided: kv_stride bytes apart).
+//
+// Memory-bound at next_n = 1: each cached token is read once (D + 4 bytes) for 2 * H * D
+// flops per query token. The work is cut by the schedule (impls/paged_mqa_logits_metadata.cuh)
+// into splits of 256 tokens spread evenly over the CTAs. Per split, 64-token tiles stream
+// through the shared TMA ring (one 3-D box per page: KV rows, one 2-D box: scales), and one
+// wgmma m64nNk32 chain per tile puts the 64 tokens on M and the next_n x H query rows on N
+// (q and the weights stay resident per batch). The head reduction is then along N: within a
+// thread (its H / 4 columns per token) and across the 4 lanes that share a row, two
+// shuffles, with no shared-memory round trip.
+//
+// Block: two math warpgroups, then the producer warpgroup (its first warp: lane 0 issues the
+// TMA loads, all 32 lanes prefetch the next split's block-table entries). The math
+// warpgroups take a CTA's splits in turn (even ones: warpgroup 0); each has its own q and
+// weights slot, loaded by the producer when its batch changes.
+#pragma once
+#include <cuda_bf16.h>
+#include <deep_gemm/common/sm90_pipeline.cuh>
+#include <deep_gemm/impls/paged_mqa_logits_metadata.cuh>
+#include <deep_gemm/mma/wgmma_e4m3.cuh>
+#include <deep_gemm/ptx/wgmma.cuh>
+
+namespace deep_gemm {
+
+namespace sm90_paged_mqa {
+
+constexpr uint32_t kTileKV = 64;  // cached tokens per pipeline stage: M of the wgmma
+constexpr uint32_t kTilesPerSplit = paged_mqa::kSplitKV / kTileKV;
+constexpr uint32_t kNumMathWG = 2;
+constexpr uint32_t kCleanThreads = 256;   // blockDim.x of the clean kernel
+constexpr uint32_t kCleanChunk = 4096;    // logits columns per clean block (grid.y)
+
+// wgmma descriptor of a K-major FP8 tile of kRowBytes-byte rows, stored with the swizzle of
+// the same width (as the TMA wrote it): 8-row core groups 8 * kRowBytes apart (SBO).
+// Swizzle mode field: 1 = 128B, 2 = 64B, 3 = 32B.
+template <uint32_t kRowBytes>
+__device__ __forceinline__ uint64_t make_desc_k_major(const void* tile) {
+    static_assert(kRowBytes == 32 || kRowBytes == 64 || kRowBytes == 128, "rows of 32, 64 or 128 bytes");
+    if constexpr (kRowBytes == 128) {
+        return ptx::make_smem_desc_sw128(tile);
+    } else {
+        uint64_t desc = (ptx::smem_addr(tile) & 0x3FFFFull) >> 4;
+        desc |= static_cast<uint64_t>((8 * kRowBytes) >> 4) << 32;
+        desc |= static_cast<uint64_t>(kRowBytes == 64 ? 2 : 3) << 62;
+        return desc;
+    }
+}
+
+// Dynamic shared memory from a 1024-byte aligned base:
+//   [q slot x 2] [KV tile x kStages] [weights slot x 2] [scales x kStages] [scratch word per
+//   math thread] [full, empty x kStages] [q_full, q_empty x 2]
+// The host mirrors this in its shared-memory count (sm90_paged_mqa_logits.hpp).
+template <uint32_t kNextN, uint32_t kHeads, uint32_t kHeadDim, uint32_t kStages>
+struct SmemLayout {
+    static constexpr uint32_t kN = kNextN * kHeads;  // query rows (token-major, then head)
+    static constexpr uint32_t kQBytes = kN * kHeadDim;
+    static constexpr uint32_t kWBytes = kN * 4;
+    static constexpr uint32_t kKVBytes = kTileKV * kHeadDim;
+    static constexpr uint32_t kSFBytes = kTileKV * 4;
+    static constexpr uint32_t kQOff = 0;
+    static constexpr uint32_t kKVOff = kQOff + kNumMathWG * kQBytes;
+    static constexpr uint32_t kWOff = kKVOff + kStages * kKVBytes;
+    static constexpr uint32_t kSFOff = kWOff + kNumMathWG * kWBytes;
+    static constexpr uint32_t kScratchOff = kSFOff + kStages * kSFBytes;
+    static constexpr uint32_t kBarOff = kScratchOff + kNumMathWG * 128 * 4;
+    static constexpr uint32_t kTotalBytes = kBarOff + (2 * kStages + 2 * kNumMathWG) * 8;
+    static constexpr uint32_t kDynamicBytes = kTotalBytes + 1024;  // room to align the base
+    static constexpr uint32_t kStageTxBytes = kKVBytes + kSFBytes;
+    static constexpr uint32_t kQTxBytes = kQBytes + kWBytes;
+    static_assert(kQBytes % 1024 == 0 && kKVBytes % 1024 == 0, "swizzled tiles keep 1024-byte alignment");
+    static_assert(kWBytes % 128 == 0 && kSFBytes % 128 == 0, "TMA destinations are 128-byte aligned");
+    static_assert(kDynamicBytes <= 232448, "shared memory over the 227 KB per-block limit");
+
+    uint8_t* base;
+    __device__ __forceinline__ explicit SmemLayout(uint8_t* raw)
+        : base(raw + ((1024u - (ptx::smem_addr(raw) & 1023u)) & 1023u)) {}
+    __device__ __forceinline__ uint8_t* q(uint32_t wg) const { return base + kQOff + wg * kQBytes; }
+    __device__ __forceinline__ uint8_t* kv(uint32_t s) const { return base + kKVOff + s * kKVBytes; }
+    __device__ __forceinline__ float* w(uint32_t wg) const {
+        return reinterpret_cast<float*>(base + kWOff + wg * kWBytes);
+    }
+    __device__ __forceinline__ float* sf(uint32_t s) const {
+        return reinterpret_cast<float*>(base + kSFOff + s * kSFBytes);
+    }
+    __device__ __forceinline__ uint32_t* scratch() const { return reinterpret_cast<uint32_t*>(base + kScratchOff); }
+    __device__ __forceinline__ uint64_t* bar(uint32_t i) const { return reinterpret_cast<uint64_t*>(base + kBarOff) + i; }
+    __device__ __forceinline__ uint64_t* full(uint32_t s) const { return bar(s); }
+    __device__ __forceinline__ uint64_t* empty(uint32_t s) const { return bar(kStages + s); }
+    __device__ __forceinline__ uint64_t* q_full(uint32_t wg) const { return bar(2 * kStages + wg); }
+    __device__ __forceinline__ uint64_t* q_empty(uint32_t wg) const { return bar(2 * kStages + kNumMathWG + wg); }
+};
+
+// One schedule item: split s (tokens [256 s, 256 s + 256) clipped to len) of batch b.
+struct Split {
+    uint32_t b, s, len;
+};
+
+__device__ __forceinline__ uint32_t split_tiles(const Split& x) {
+    return min(kTilesPerSplit, ceil_div(x.len - x.s * paged_mqa::kSplitKV, kTileKV));
+}
+
+// Walks the items of one CTA, from its schedule row to the next (exclusive). Whatever
+// schedule_meta holds, it ends: it never passes batch_size, nor a batch's last split.
+class SplitWalker {
+   public:
+    __device__ __forceinline__ SplitWalker(const int* context_lens, uint32_t batch_size, uint32_t next_n, bool lens_2d,
+                                           const int* schedule_meta, uint32_t cta)
+        : ctx_(context_lens), batch_(batch_size), next_n_(next_n), lens_2d_(lens_2d) {
+        // Negative entries become huge: past the end.
+        b_ = static_cast<uint32_t>(__ldg(schedule_meta + 2 * cta));
+        s_ = static_cast<uint32_t>(__ldg(schedule_meta + 2 * cta + 1));
+        end_b_ = static_cast<uint32_t>(__ldg(schedule_meta + 2 * cta + 2));
+        end_s_ = static_cast<uint32_t>(__ldg(schedule_meta + 2 * cta + 3));
+    }
+
+    __device__ __forceinline__ bool next(Split& out) {
+        while (b_ < batch_ && (b_ < end_b_ || (b_ == end_b_ && s_ < end_s_))) {
+            if (!loaded_) {
+                len_ = paged_mqa::batch_kv_len(ctx_, b_, next_n_, lens_2d_);
+                splits_ = paged_mqa::num_splits(len_);
+                loaded_ = true;
+            }
+            if (s_ < splits_) {
+                out = {b_, s_, len_};
+                ++s_;
+                return true;
+            }
+            ++b_;
+            s_ = 0;
+            loaded_ = false;
+        }
+        return false;
+    }
+
+   private:
+    const int* ctx_;
+    uint32_t batch_, next_n_;
+    bool lens_2d_;
+    uint32_t b_, s_, end_b_, end_s_;
+    uint32_t len_ = 0, splits_ = 0;
+    bool loaded_ = false;
+};
+
+template <typename OutT>
+__device__ __forceinline__ OutT to_out(float v) {
+    if constexpr (sizeof(OutT) == 2) return __float2bfloat16_rn(v);
+    else return v;
+}
+
+}  // namespace sm90_paged_mqa
+
+// kNextN query tokens per batch (1..4), kHeads (32, 64), kHeadDim (32, 64, 128): the wgmma
+// is m64 x (kNextN * kHeads) x 32. OutT: float or __nv_bfloat16.
+//   q [B * kNextN * kHeads][kHeadDim] e4m3 (tmap_q: box kHeadDim x kNextN * kHeads, swizzle
+//   kHeadDim bytes); KV rows (tmap_kv, rank 3 [num_kv_blocks][block_kv][kHeadDim], box 1 page);
+//   scales (tmap_sf, [num_kv_blocks][block_kv] fp32, box 1 page); weights (tmap_w,
+//   [B * kNextN][kHeads] fp32, box one batch).
+//   block_table [B][>= max_blocks] int32 (row pitch block_table_stride); an entry out of
+//   [0, num_kv_blocks), or a page past max_blocks, reads as zeros (TMA out-of-bounds fill).
+//   logits: row b * kNextN + t, column j, pitch logits_stride; only cells j < min(len_t,
+//   max_context_len) are written.
+template <uint32_t kNextN, uint32_t kHeads, uint32_t kHeadDim, uint32_t kStages, typename OutT>
+__device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
+    uint32_t batch_size, uint32_t block_kv, uint32_t num_kv_blocks, bool lens_2d, const int* context_lens,
+    const int* block_table, uint64_t block_table_stride, uint32_t max_blocks, const int* schedule_meta, OutT* logits,
+    uint64_t logits_stride, uint32_t max_context_len, const CUtensorMap* tmap_q, const CUtensorMap* tmap_kv,
+    const CUtensorMap* tmap_sf, const CUtensorMap* tmap_w) {
+    using namespace sm90;
+    using namespace sm90_paged_mqa;
+    using Layout = SmemLayout<kNextN, kHeads, kHeadDim, kStages>;
+    constexpr uint32_t kN = Layout::kN;
+    constexpr uint32_t kNumMathThreads = kNumMathWG * 128;
+    static_assert(kNextN >= 1 && kNextN <= 4, "next_n in [1, 4]");
+    static_assert(kHeads == 32 || kHeads == 64, "32 or 64 heads");
+    static_assert(register_budgets_fit(kNumMathThreads, kProducerRegs, kMathRegs), "setmaxnreg budgets over the entry allocation");
+    static_assert(launch_smem_fits<Layout>(), "the launch allocates less shared memory than this layout");
+    using Mma = ptx::WgmmaE4M3<kN>;
+
+    extern __shared__ uint8_t smem_raw[];
+    const Layout smem(smem_raw);
+    if (threadIdx.x == kNumMathThreads) {
+        for (uint32_t wg = 0; wg < kNumMathWG; ++wg) {
+            ptx::mbar_init(smem.q_full(wg), 1);
+            ptx::mbar_init(smem.q_empty(wg), 4);  // one arrival per warp of the warpgroup
+        }
+    }
+    // A stage is consumed by one math warpgroup: 4 arrivals free it.
+    gemm_kernel_setup<Layout, kStages, 4, 1>(smem, kNumMathThreads, tmap_q, tmap_kv, tmap_sf, tmap_w);
+    SplitWalker walker(context_lens, batch_size, kNextN, lens_2d, schedule_meta, blockIdx.x);
+
+    if (threadIdx.x >= kNumMathThreads) {
+        // ---- producer: the first warp of the last warpgroup ----
+        ptx::setmaxnreg_dec<kProducerRegs>();
+        if (threadIdx.x / 32 != kNumMathThreads / 32) return;
+        const uint32_t lane = threadIdx.x % 32;
+        const uint32_t pages_per_tile = kTileKV / block_kv;  // 1 (block_kv 64) or 2 (32)
+        const uint32_t pages_per_split = paged_mqa::kSplitKV / block_kv;
+        // Lane i reads the block-table entry of page i of a split (-1: no page there). The
+        // next split's entries are loaded while this one's boxes are issued, so the table's
+        // latency stays off the TMA issue path.
+        const auto load_pages = [&](const Split& x) -> int {
+            const uint32_t page = x.s * pages_per_split + lane;
+            const bool valid = lane < pages_per_split && page < max_blocks && page * block_kv < x.len;
+            return valid ? __ldg(block_table + x.b * block_table_stride + page) : -1;
+        };
+        PipeState<kStages> pipe;
+        uint32_t q_loads[kNumMathWG] = {0, 0};
+        uint32_t q_batch[kNumMathWG] = {~0u, ~0u};
+        Split cur{};
+        bool have = walker.next(cur);
+        int pages = have ? load_pages(cur) : -1;
+        for (uint32_t item = 0; have; ++item) {
+            Split nxt{};
+            const bool have_next = walker.next(nxt);
+            const int pages_next = have_next ? load_pages(nxt) : -1;
+            const uint32_t wg = item % kNumMathWG;
+#pragma unroll
+            for (uint32_t g = 0; g < kNumMathWG; ++g) {  // constant indices: q_loads stays in registers
+                if (g != wg || q_batch[g] == cur.b) continue;
+                if (lane == 0) {
+                    ptx::mbar_wait_watchdog(smem.q_empty(g), (q_loads[g] & 1u) ^ 1u);
+                    ptx::mbar_arrive_expect_tx(smem.q_full(g), Layout::kQTxBytes);
+                    ptx::tma_load_2d(smem.q(g), tmap_q, smem.q_full(g), 0, static_cast<int32_t>(cur.b * kN));
+                    ptx::tma_load_2d(smem.w(g), tmap_w, smem.q_full(g), 0, static_cast<int32_t>(cur.b * kNextN));
+                }
+                ++q_loads[g];
+                q_batch[g] = cur.b;
+            }
+            const uint32_t tiles = split_tiles(cur);
+            for (uint32_t t = 0; t < tiles; ++t, pipe.advance()) {
+                for (uint32_t p = 0; p < pages_per_tile; ++p) {
+                    const int entry = __shfl_sync(0xffffffffu, pages, t * pages_per_tile + p);
+                    // Outside the cache (or no page): a box past the last block, read as zeros.
+                    const int32_t blk = static_cast<uint32_t>(entry) < num_kv_blocks ? entry
+                                                                                     : static_cast<int32_t>(num_kv_blocks);
+                    if (lane == 0) {
+                        const uint32_t s = pipe.stage;
+                        if (p == 0) {
+                            ptx::mbar_wait_watchdog(smem.empty(s), pipe.phase ^ 1u);
+                            ptx::mbar_arrive_expect_tx(smem.full(s), Layout::kStageTxBytes);
+                        }
+                        ptx::tma_load_3d(smem.kv(s) + p * block_kv * kHeadDim, tmap_kv, smem.full(s), 0, 0, blk);
+                        ptx::tma_load_2d(smem.sf(s) + p * block_kv, tmap_sf, smem.full(s), 0, blk);
+                    }
+                }
+            }
+            cur = nxt;
+            pages = pages_next;
+            have = have_next;
+        }
+    } else {
+        // ---- math warpgroups ----
+        ptx::setmaxnreg_inc<kMathRegs>();
+        const MathThread me = math_thread();
+        const uint32_t wg = me.wg, lane = me.lane, quad = lane % 4;
+        const uint32_t row = me.warp * 16 + lane / 4;  // this thread's tile rows: row, row + 8
+        const uint64_t desc_q = sm90_paged_mqa::make_desc_k_major<kHeadDim>(smem.q(wg));
+        const uint64_t desc_kv0 = sm90_paged_mqa::make_desc_k_major<kHeadDim>(smem.kv(0));
+        const float* wts = smem.w(wg) + 2 * quad;
+        PipeState<kStages> pipe;
+        uint32_t q_uses = 0, my_batch = ~0u;
+        uint32_t tok_len[kNextN];
+#pragma unroll
+        for (uint32_t t = 0; t < kNextN; ++t) tok_len[t] = 0;
+        float acc[kN / 2];
+        Split cur{};
+        for (uint32_t item = 0; walker.next(cur); ++item) {
+            const uint32_t tiles = split_tiles(cur);
+            if (item % kNumMathWG != wg) {  // the other warpgroup's split: skip its stages
+                for (uint32_t t = 0; t < tiles; ++t) pipe.advance();
+                continue;
+            }
+            if (cur.b != my_batch) {
+                // Every read of the previous batch's q (wgmma, waited) and weights (their
+                // products were stored) is done: hand the slot back, wait for this batch's.
+                if (my_batch != ~0u && lane == 0) ptx::mbar_arrive(smem.q_empty(wg));
+                ptx::mbar_wait_uniform(smem.q_full(wg), q_uses & 1u);
+                ++q_uses;
+                my_batch = cur.b;
+#pragma unroll
+                for (uint32_t t = 0; t < kNextN; ++t)
+                    tok_len[t] = min(paged_mqa::token_kv_len(context_lens, cur.b, t, kNextN, lens_2d), max_context_len);
+            }
+            OutT* out_rows = logits + static_cast<uint64_t>(cur.b) * kNextN * logits_stride;
+            for (uint32_t t = 0; t < tiles; ++t, pipe.advance()) {
+                const uint32_t s = pipe.stage;
+                ptx::mbar_wait_uniform(smem.full(s), pipe.phase);
+                const uint64_t desc_kv = ptx::desc_advance(desc_kv0, s * Layout::kKVBytes);
+                ptx::fence_operands(acc);
+                ptx::wgmma_fence();
+#pragma unroll
+                for (uint32_t k = 0; k < kHeadDim / 32; ++k)
+                    Mma::mma(ptx::desc_advance(desc_kv, k * 32), ptx::desc_advance(desc_q, k * 32), acc, k > 0);
+                ptx::wgmma_commit();
+                ptx::wgmma_wait<0>();
+                ptx::fence_operands(acc);
+                const float s_lo = smem.sf(s)[row], s_hi = smem.sf(s)[row + 8];
+                release_stage_after_reads<1>(smem.empty(s), smem.scratch() + threadIdx.x, bits_of(s_lo, s_hi), lane,
+                                             true);
+
+                // Per token: this thread's H / 4 heads of rows `row` and `row + 8`, then the
+                // quad's 4 lanes (the rest of the heads): all four get the sums.
+                float lo[kNextN], hi[kNextN];
+#pragma unroll
+                for (uint32_t tok = 0; tok < kNextN; ++tok) {
+                    lo[tok] = 0.0f;
+                    hi[tok] = 0.0f;
+#pragma unroll
+                    for (uint32_t j = tok * kHeads / 8; j < (tok + 1) * kHeads / 8; ++j) {
+                        const float2 w = *reinterpret_cast<const float2*>(wts + 8 * j);
+                        lo[tok] = fmaf(fmaxf(acc[4 * j + 0] * s_lo, 0.0f), w.x, lo[tok]);
+                        lo[tok] = fmaf(fmaxf(acc[4 * j + 1] * s_lo, 0.0f), w.y, lo[tok]);
+                        hi[tok] = fmaf(fmaxf(acc[4 * j + 2] * s_hi, 0.0f), w.x, hi[tok]);
+                        hi[tok] = fmaf(fmaxf(acc[4 * j + 3] * s_hi, 0.0f), w.y, hi[tok]);
+                    }
+#pragma unroll
+                    for (uint32_t m = 1; m < 4; m <<= 1) {
+                        lo[tok] += __shfl_xor_sync(0xffffffffu, lo[tok], m);
+                        hi[tok] += __shfl_xor_sync(0xffffffffu, hi[tok], m);
+                    }
+                }
+                // Lane `quad` of each quad stores the (token, half) pairs p = 2 tok + half
+                // with p % 4 == quad: 8 consecutive tokens per store across the warp.
+                const uint32_t kv0 = cur.s * paged_mqa::kSplitKV + t * kTileKV + row;
+#pragma unroll
+                for (uint32_t p = 0; p < 2 * kNextN; ++p) {
+                    const uint32_t tok = p / 2, j = kv0 + (p % 2) * 8;
+                    if (p % 4 == quad && j < tok_len[tok])
+                        out_rows[tok * logits_stride + j] = to_out<OutT>(p % 2 ? hi[tok] : lo[tok]);
+                }
+            }
+        }
+    }
+}
+
+// Writes -inf into the cells of `logits` no query sees: row b * next_n + t, columns
+// [min(len_t, max_context_len), max_context_len). Grid (B * next_n, ceil(max_context_len /
+// kCleanChunk)), block kCleanThreads; the block of column chunk y covers [y, y + 1) chunks.
+template <typename OutT>
+__device__ __forceinline__ void paged_mqa_logits_clean_impl(const int* context_lens, uint32_t next_n, bool lens_2d,
+                                                            OutT* logits, uint64_t logits_stride,
+                                                            uint32_t max_context_len) {
+    using namespace sm90_paged_mqa;
+    const uint32_t row = blockIdx.x, b = row / next_n, t = row % next_n;
+    const uint32_t first = min(paged_mqa::token_kv_len(context_lens, b, t, next_n, lens_2d), max_context_len);
+    const uint32_t chunk0 = blockIdx.y * kCleanChunk;
+    const uint32_t end = min(chunk0 + kCleanChunk, max_context_len);
+    OutT* out = logits + static_cast<uint64_t>(row) * logits_stride;
+    const OutT neg_inf = to_out<OutT>(-__int_as_float(0x7f800000));
+    for (uint32_t j = max(first, chunk0) + threadIdx.x; j < end; j += kCleanThreads) out[j] = neg_inf;
+}
+
+}  // namespace deep_gemm
