@@ -87,7 +87,7 @@ BAD = {
     "weights shape": (lambda: _LOGITS(*_with(2, _meta(4, 32)), 100), "H, from q.shape"),
     "weights rows": (lambda: _LOGITS(*_with(2, _meta(3, 64)), 100), "B \\* next_n"),
     "weights dtype": (lambda: _LOGITS(*_with(2, _meta(4, 64, dtype=BF16)), 100), "weights must be torch.float32"),
-    "weights pitch": (lambda: _LOGITS(*_with(2, _meta(4, 65)[:, :64]), 100), "multiple of 16 bytes"),
+    "weights column-major": (lambda: _LOGITS(*_with(2, _meta(64, 4).T), 100), "weights must be row-major"),
     "lens dtype": (lambda: _LOGITS(*_with(3, _meta(4, dtype=torch.int64)), 100), "context_lens must be torch.int32"),
     "lens batch": (lambda: _LOGITS(*_with(3, _meta(5, dtype=I32)), 100), "B, from q.shape"),
     "lens next_n": (lambda: _LOGITS(*_with(3, _meta(4, 3, dtype=I32), n=2), 100), "next_n, from q.shape"),

@@ -10,12 +10,13 @@
 //   logits: grid {num_ctas} (the schedule's rows - 1), block 384, shared smem_bytes.
 //     (uint32 batch_size, uint32 block_kv, uint32 num_kv_blocks, uint32 lens_2d,
 //      const int* context_lens, const int* block_table, uint64 block_table_stride /*elements*/,
-//      uint32 max_blocks, const int* schedule_meta, OutT* logits, uint64 logits_stride /*elements*/,
-//      uint32 max_context_len, CUtensorMap q, CUtensorMap kv, CUtensorMap sf, CUtensorMap w)
-//     Tensor maps: q u8 [B * next_n * H][D] box D x next_n * H, swizzle D bytes; kv u8 rank 3
-//     [num_kv_blocks][block_kv][D] (pitches D, kv_stride) box D x block_kv x 1, swizzle D
-//     bytes; sf f32 [num_kv_blocks][block_kv] (pitch kv_stride, base + block_kv * D) box
-//     block_kv x 1; w f32 [B * next_n][H] (pitch weights.stride(0) * 4) box H x next_n.
+//      uint32 max_blocks, const int* schedule_meta, const float* weights, uint64 weights_stride
+//      /*elements*/, OutT* logits, uint64 logits_stride /*elements*/, uint32 max_context_len,
+//      CUtensorMap q, CUtensorMap kv, CUtensorMap sf)
+//     Tensor maps: q u8 [B * next_n * H][D] box D x (next_n rounded up to even) * H, swizzle D
+//     bytes; kv u8 rank 3 [num_kv_blocks][block_kv][D] (pitches D, kv_stride) box D x block_kv
+//     x 1, swizzle D bytes; sf f32 [num_kv_blocks][block_kv] (pitch kv_stride, base +
+//     block_kv * D) box block_kv x 1.
 //   clean: grid {B * next_n, ceil(max_context_len / 4096)}, block 256.
 //     (const int* context_lens, uint32 next_n, uint32 lens_2d, OutT* logits,
 //      uint64 logits_stride, uint32 max_context_len)
@@ -41,7 +42,7 @@ struct Sm90PagedMqaProblem {
   int batch_size = 0, next_n = 1, num_heads = 64, head_dim = 128;
   int block_kv = 64, num_kv_blocks = 0, max_blocks = 0;
   uint64_t kv_stride_bytes = 0;       // kv_cache.stride(0): one page
-  uint64_t weights_stride_bytes = 0;  // weights.stride(0) * 4
+  uint64_t weights_stride = 0;       // elements
   uint64_t block_table_stride = 0;    // elements
   uint64_t logits_stride = 0;         // elements
   int max_context_len = 0;
@@ -64,10 +65,13 @@ struct Sm90PagedMqaKernelSpec {
   int smem_bytes = 0;
 };
 
+// The query tokens of one wgmma: next_n rounded up to even (sm90_paged_mqa::padded_tokens).
+inline int sm90_paged_mqa_tokens(int next_n) { return next_n + next_n % 2; }
+
 // The dynamic shared memory of impls/sm90_fp8_paged_mqa_logits.cuh's SmemLayout (mirror).
 inline int sm90_paged_mqa_smem_bytes(int next_n, int num_heads, int head_dim, int stages) {
-  const int n = next_n * num_heads;
-  const int fixed = 2 * n * head_dim + 2 * n * 4 + 2 * 128 * 4 + 2 * 2 * 8;
+  const int n = sm90_paged_mqa_tokens(next_n) * num_heads;
+  const int fixed = 2 * n * head_dim + 2 * 128 * 4 + 2 * 2 * 8;
   const int per_stage = paged_mqa_detail::kTileKV * (head_dim + 4) + 2 * 8;
   return fixed + stages * per_stage + 1024;
 }
@@ -105,21 +109,21 @@ inline std::string sm90_paged_mqa_kernel_source(const Sm90PagedMqaKernelSpec& s)
   code += sm90_paged_mqa_kernel_name(s) +
           "(uint32_t batch_size, uint32_t block_kv, uint32_t num_kv_blocks, uint32_t lens_2d,\n"
           "         const int* context_lens, const int* block_table, uint64_t block_table_stride,\n"
-          "         uint32_t max_blocks, const int* schedule_meta, " + out_t + "* logits, uint64_t logits_stride,\n"
-          "         uint32_t max_context_len, const __grid_constant__ CUtensorMap tmap_q,\n"
-          "         const __grid_constant__ CUtensorMap tmap_kv, const __grid_constant__ CUtensorMap tmap_sf,\n"
-          "         const __grid_constant__ CUtensorMap tmap_w) {\n";
+          "         uint32_t max_blocks, const int* schedule_meta, const float* weights, uint64_t weights_stride,\n"
+          "         " + out_t + "* logits, uint64_t logits_stride, uint32_t max_context_len,\n"
+          "         const __grid_constant__ CUtensorMap tmap_q, const __grid_constant__ CUtensorMap tmap_kv,\n"
+          "         const __grid_constant__ CUtensorMap tmap_sf) {\n";
   code += "    deep_gemm::sm90_fp8_paged_mqa_logits_impl<" + t.str() +
           ">(\n        batch_size, block_kv, num_kv_blocks, lens_2d != 0, context_lens, block_table, "
-          "block_table_stride, max_blocks,\n        schedule_meta, logits, logits_stride, max_context_len, &tmap_q, "
-          "&tmap_kv, &tmap_sf, &tmap_w);\n}\n";
+          "block_table_stride, max_blocks,\n        schedule_meta, weights, weights_stride, logits, logits_stride, "
+          "max_context_len, &tmap_q, &tmap_kv, &tmap_sf);\n}\n";
   return code;
 }
 
-// The tensor maps of a launch, in argument order (q, kv, sf, w), with their base pointers.
+// The tensor maps of a launch, in argument order (q, kv, sf), with their base pointers.
 inline std::vector<std::pair<Sm90TensorMapSpec, const void*>> sm90_paged_mqa_tensor_maps(const Sm90PagedMqaProblem& p) {
   const uint64_t d = static_cast<uint64_t>(p.head_dim), bkv = static_cast<uint64_t>(p.block_kv);
-  const uint64_t n = static_cast<uint64_t>(p.next_n) * p.num_heads;
+  const uint64_t n = static_cast<uint64_t>(sm90_paged_mqa_tokens(p.next_n)) * p.num_heads;
   const uint64_t tokens = static_cast<uint64_t>(p.batch_size) * p.next_n;
   const auto b = static_cast<uint32_t>(bkv);
   const int swizzle = p.head_dim;  // one swizzle row per FP8 row: 32, 64 or 128 bytes
@@ -130,8 +134,6 @@ inline std::vector<std::pair<Sm90TensorMapSpec, const void*>> sm90_paged_mqa_ten
                    static_cast<uint64_t>(p.num_kv_blocks), p.kv_stride_bytes}, p.kv_cache});
   maps.push_back({{"sf", Sm90TmaDtype::kF32, bkv, static_cast<uint64_t>(p.num_kv_blocks), p.kv_stride_bytes, b, 1, 0},
                   static_cast<const uint8_t*>(p.kv_cache) + bkv * d});
-  maps.push_back({{"w", Sm90TmaDtype::kF32, static_cast<uint64_t>(p.num_heads), tokens, p.weights_stride_bytes,
-                   static_cast<uint32_t>(p.num_heads), static_cast<uint32_t>(p.next_n), 0}, p.weights});
   return maps;
 }
 
@@ -182,7 +184,6 @@ class Sm90PagedMqaLauncher {
     const CUtensorMap mq = encode_tensor_map(maps[0].first, maps[0].second);
     const CUtensorMap mkv = encode_tensor_map(maps[1].first, maps[1].second);
     const CUtensorMap msf = encode_tensor_map(maps[2].first, maps[2].second);
-    const CUtensorMap mw = encode_tensor_map(maps[3].first, maps[3].second);
     deep_jit::LaunchConfig lc;
     lc.grid[0] = static_cast<unsigned>(p.num_ctas);
     lc.block[0] = 384;
@@ -191,7 +192,8 @@ class Sm90PagedMqaLauncher {
     deep_jit::launch(*e.kernel, lc, static_cast<uint32_t>(p.batch_size), static_cast<uint32_t>(p.block_kv),
                      static_cast<uint32_t>(p.num_kv_blocks), static_cast<uint32_t>(p.lens_2d), p.context_lens,
                      p.block_table, p.block_table_stride, static_cast<uint32_t>(p.max_blocks), p.schedule_meta,
-                     p.logits, p.logits_stride, static_cast<uint32_t>(p.max_context_len), mq, mkv, msf, mw);
+                     static_cast<const float*>(p.weights), p.weights_stride, p.logits, p.logits_stride,
+                     static_cast<uint32_t>(p.max_context_len), mq, mkv, msf);
   }
 
   void run_clean(const Sm90PagedMqaProblem& p) {

@@ -116,8 +116,8 @@ Tensor fp8_paged_mqa_logits(Tensor q, Tensor kv_cache, Tensor weights, Tensor co
   chk.size({weights, "weights"}, 1, heads, "H, from q.shape[2]");
   chk.inner_contiguous({weights, "weights"}, "row-major");
   const int64_t w_stride = batch * next_n > 1 ? weights.stride(0) : heads;
-  check_arg(w_stride >= heads && (w_stride * 4) % 16 == 0, kOp, "weights' row stride must cover H and be a multiple of "
-            "16 bytes for the TMA, got strides ", stride_str(weights));
+  check_arg(w_stride >= heads && w_stride < kBelow31, kOp, "weights' rows must not overlap, got strides ",
+            stride_str(weights));
 
   const bool lens_2d = check_context_lens(chk, context_lens, batch, next_n, kOp);
 
@@ -145,7 +145,6 @@ Tensor fp8_paged_mqa_logits(Tensor q, Tensor kv_cache, Tensor weights, Tensor co
                         {block_table, "block_table"}, {schedule_meta, "schedule_meta"}});
   if (!is_meta(q)) {
     chk.tma_aligned({q, "q"});
-    chk.tma_aligned({weights, "weights"});
     check_arg(reinterpret_cast<uintptr_t>(kv_cache.data_ptr()) % 16 == 0, kOp,
               "kv_cache's data must be 16-byte aligned for the TMA");
   }
@@ -165,7 +164,7 @@ Tensor fp8_paged_mqa_logits(Tensor q, Tensor kv_cache, Tensor weights, Tensor co
   p.num_kv_blocks = int(num_blocks);
   p.max_blocks = int(max_blocks);
   p.kv_stride_bytes = static_cast<uint64_t>(kv_stride);
-  p.weights_stride_bytes = static_cast<uint64_t>(w_stride) * 4;
+  p.weights_stride = static_cast<uint64_t>(w_stride);
   p.block_table_stride = static_cast<uint64_t>(batch > 1 ? block_table.stride(0) : 0);
   p.logits_stride = static_cast<uint64_t>(pitch);
   p.max_context_len = int(max_context_len);

@@ -12,18 +12,20 @@
 // flops per query token. The work is cut by the schedule (impls/paged_mqa_logits_metadata.cuh)
 // into splits of 256 tokens spread evenly over the CTAs. Per split, 64-token tiles stream
 // through the shared TMA ring (one 3-D box per page: KV rows, one 2-D box: scales), and one
-// wgmma m64nNk32 chain per tile puts the 64 tokens on M and the next_n x H query rows on N
-// (q and the weights stay resident per batch). The head reduction is then along N: within a
-// thread (its H / 4 columns per token) and across the 4 lanes that share a row, two
-// shuffles, with no shared-memory round trip.
+// wgmma m64nNk32 chain per tile puts the 64 tokens on M and the query rows (token, head) on
+// N, q resident per batch. The head reduction is the shared epilogue
+// (epilogue/sm90_mqa_logits_reduce.cuh), along N in registers: it pairs query tokens, so an
+// odd next_n computes one more token (the next batch's q rows, or the TMA's zeros past the
+// last batch, with weights 0) and does not store it.
 //
 // Block: two math warpgroups, then the producer warpgroup (its first warp: lane 0 issues the
 // TMA loads, all 32 lanes prefetch the next split's block-table entries). The math
-// warpgroups take a CTA's splits in turn (even ones: warpgroup 0); each has its own q and
-// weights slot, loaded by the producer when its batch changes.
+// warpgroups take a CTA's splits in turn (even ones: warpgroup 0); each has its own q slot,
+// loaded by the producer when its batch changes, and its batch's weights in registers.
 #pragma once
 #include <cuda_bf16.h>
 #include <deep_gemm/common/sm90_pipeline.cuh>
+#include <deep_gemm/epilogue/sm90_mqa_logits_reduce.cuh>
 #include <deep_gemm/impls/paged_mqa_logits_metadata.cuh>
 #include <deep_gemm/mma/wgmma_e4m3.cuh>
 #include <deep_gemm/ptx/wgmma.cuh>
@@ -54,29 +56,29 @@ __device__ __forceinline__ uint64_t make_desc_k_major(const void* tile) {
     }
 }
 
+// The query tokens of one wgmma: next_n rounded up to even (the head reduction pairs them).
+constexpr uint32_t padded_tokens(uint32_t next_n) { return next_n + next_n % 2; }
+
 // Dynamic shared memory from a 1024-byte aligned base:
-//   [q slot x 2] [KV tile x kStages] [weights slot x 2] [scales x kStages] [scratch word per
-//   math thread] [full, empty x kStages] [q_full, q_empty x 2]
+//   [q slot x 2] [KV tile x kStages] [scales x kStages] [scratch word per math thread]
+//   [full, empty x kStages] [q_full, q_empty x 2]
 // The host mirrors this in its shared-memory count (sm90_paged_mqa_logits.hpp).
 template <uint32_t kNextN, uint32_t kHeads, uint32_t kHeadDim, uint32_t kStages>
 struct SmemLayout {
-    static constexpr uint32_t kN = kNextN * kHeads;  // query rows (token-major, then head)
+    static constexpr uint32_t kN = padded_tokens(kNextN) * kHeads;  // query rows (token-major, then head)
     static constexpr uint32_t kQBytes = kN * kHeadDim;
-    static constexpr uint32_t kWBytes = kN * 4;
     static constexpr uint32_t kKVBytes = kTileKV * kHeadDim;
     static constexpr uint32_t kSFBytes = kTileKV * 4;
     static constexpr uint32_t kQOff = 0;
     static constexpr uint32_t kKVOff = kQOff + kNumMathWG * kQBytes;
-    static constexpr uint32_t kWOff = kKVOff + kStages * kKVBytes;
-    static constexpr uint32_t kSFOff = kWOff + kNumMathWG * kWBytes;
+    static constexpr uint32_t kSFOff = kKVOff + kStages * kKVBytes;
     static constexpr uint32_t kScratchOff = kSFOff + kStages * kSFBytes;
     static constexpr uint32_t kBarOff = kScratchOff + kNumMathWG * 128 * 4;
     static constexpr uint32_t kTotalBytes = kBarOff + (2 * kStages + 2 * kNumMathWG) * 8;
     static constexpr uint32_t kDynamicBytes = kTotalBytes + 1024;  // room to align the base
     static constexpr uint32_t kStageTxBytes = kKVBytes + kSFBytes;
-    static constexpr uint32_t kQTxBytes = kQBytes + kWBytes;
     static_assert(kQBytes % 1024 == 0 && kKVBytes % 1024 == 0, "swizzled tiles keep 1024-byte alignment");
-    static_assert(kWBytes % 128 == 0 && kSFBytes % 128 == 0, "TMA destinations are 128-byte aligned");
+    static_assert(kSFBytes % 128 == 0, "TMA destinations are 128-byte aligned");
     static_assert(kDynamicBytes <= 232448, "shared memory over the 227 KB per-block limit");
 
     uint8_t* base;
@@ -84,9 +86,6 @@ struct SmemLayout {
         : base(raw + ((1024u - (ptx::smem_addr(raw) & 1023u)) & 1023u)) {}
     __device__ __forceinline__ uint8_t* q(uint32_t wg) const { return base + kQOff + wg * kQBytes; }
     __device__ __forceinline__ uint8_t* kv(uint32_t s) const { return base + kKVOff + s * kKVBytes; }
-    __device__ __forceinline__ float* w(uint32_t wg) const {
-        return reinterpret_cast<float*>(base + kWOff + wg * kWBytes);
-    }
     __device__ __forceinline__ float* sf(uint32_t s) const {
         return reinterpret_cast<float*>(base + kSFOff + s * kSFBytes);
     }
@@ -158,11 +157,11 @@ __device__ __forceinline__ OutT to_out(float v) {
 }  // namespace sm90_paged_mqa
 
 // kNextN query tokens per batch (1..4), kHeads (32, 64), kHeadDim (32, 64, 128): the wgmma
-// is m64 x (kNextN * kHeads) x 32. OutT: float or __nv_bfloat16.
-//   q [B * kNextN * kHeads][kHeadDim] e4m3 (tmap_q: box kHeadDim x kNextN * kHeads, swizzle
-//   kHeadDim bytes); KV rows (tmap_kv, rank 3 [num_kv_blocks][block_kv][kHeadDim], box 1 page);
-//   scales (tmap_sf, [num_kv_blocks][block_kv] fp32, box 1 page); weights (tmap_w,
-//   [B * kNextN][kHeads] fp32, box one batch).
+// is m64 x (padded_tokens(kNextN) * kHeads) x 32. OutT: float or __nv_bfloat16.
+//   q [B * kNextN * kHeads][kHeadDim] e4m3 (tmap_q: box kHeadDim x N rows, swizzle kHeadDim
+//   bytes); KV rows (tmap_kv, rank 3 [num_kv_blocks][block_kv][kHeadDim], box 1 page); scales
+//   (tmap_sf, [num_kv_blocks][block_kv] fp32, box 1 page); weights [B * kNextN][kHeads] fp32,
+//   row pitch weights_stride (elements).
 //   block_table [B][>= max_blocks] int32 (row pitch block_table_stride); an entry out of
 //   [0, num_kv_blocks), or a page past max_blocks, reads as zeros (TMA out-of-bounds fill).
 //   logits: row b * kNextN + t, column j, pitch logits_stride; only cells j < min(len_t,
@@ -170,12 +169,13 @@ __device__ __forceinline__ OutT to_out(float v) {
 template <uint32_t kNextN, uint32_t kHeads, uint32_t kHeadDim, uint32_t kStages, typename OutT>
 __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
     uint32_t batch_size, uint32_t block_kv, uint32_t num_kv_blocks, bool lens_2d, const int* context_lens,
-    const int* block_table, uint64_t block_table_stride, uint32_t max_blocks, const int* schedule_meta, OutT* logits,
-    uint64_t logits_stride, uint32_t max_context_len, const CUtensorMap* tmap_q, const CUtensorMap* tmap_kv,
-    const CUtensorMap* tmap_sf, const CUtensorMap* tmap_w) {
+    const int* block_table, uint64_t block_table_stride, uint32_t max_blocks, const int* schedule_meta,
+    const float* weights, uint64_t weights_stride, OutT* logits, uint64_t logits_stride, uint32_t max_context_len,
+    const CUtensorMap* tmap_q, const CUtensorMap* tmap_kv, const CUtensorMap* tmap_sf) {
     using namespace sm90;
     using namespace sm90_paged_mqa;
     using Layout = SmemLayout<kNextN, kHeads, kHeadDim, kStages>;
+    constexpr uint32_t kTokens = padded_tokens(kNextN);
     constexpr uint32_t kN = Layout::kN;
     constexpr uint32_t kNumMathThreads = kNumMathWG * 128;
     static_assert(kNextN >= 1 && kNextN <= 4, "next_n in [1, 4]");
@@ -183,6 +183,7 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
     static_assert(register_budgets_fit(kNumMathThreads, kProducerRegs, kMathRegs), "setmaxnreg budgets over the entry allocation");
     static_assert(launch_smem_fits<Layout>(), "the launch allocates less shared memory than this layout");
     using Mma = ptx::WgmmaE4M3<kN>;
+    using Reduce = epilogue::MqaHeadReduce<kHeads, kTokens>;
 
     extern __shared__ uint8_t smem_raw[];
     const Layout smem(smem_raw);
@@ -193,7 +194,7 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
         }
     }
     // A stage is consumed by one math warpgroup: 4 arrivals free it.
-    gemm_kernel_setup<Layout, kStages, 4, 1>(smem, kNumMathThreads, tmap_q, tmap_kv, tmap_sf, tmap_w);
+    gemm_kernel_setup<Layout, kStages, 4, 1>(smem, kNumMathThreads, tmap_q, tmap_kv, tmap_sf);
     SplitWalker walker(context_lens, batch_size, kNextN, lens_2d, schedule_meta, blockIdx.x);
 
     if (threadIdx.x >= kNumMathThreads) {
@@ -227,9 +228,8 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
                 if (g != wg || q_batch[g] == cur.b) continue;
                 if (lane == 0) {
                     ptx::mbar_wait_watchdog(smem.q_empty(g), (q_loads[g] & 1u) ^ 1u);
-                    ptx::mbar_arrive_expect_tx(smem.q_full(g), Layout::kQTxBytes);
-                    ptx::tma_load_2d(smem.q(g), tmap_q, smem.q_full(g), 0, static_cast<int32_t>(cur.b * kN));
-                    ptx::tma_load_2d(smem.w(g), tmap_w, smem.q_full(g), 0, static_cast<int32_t>(cur.b * kNextN));
+                    ptx::mbar_arrive_expect_tx(smem.q_full(g), Layout::kQBytes);
+                    ptx::tma_load_2d(smem.q(g), tmap_q, smem.q_full(g), 0, static_cast<int32_t>(cur.b * kNextN * kHeads));
                 }
                 ++q_loads[g];
                 q_batch[g] = cur.b;
@@ -260,16 +260,23 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
         // ---- math warpgroups ----
         ptx::setmaxnreg_inc<kMathRegs>();
         const MathThread me = math_thread();
-        const uint32_t wg = me.wg, lane = me.lane, quad = lane % 4;
-        const uint32_t row = me.warp * 16 + lane / 4;  // this thread's tile rows: row, row + 8
+        const uint32_t wg = me.wg, warp = me.warp, lane = me.lane;
+        const uint32_t row = warp * 16 + lane / 4;  // this thread's scale rows: row, row + 8
         const uint64_t desc_q = sm90_paged_mqa::make_desc_k_major<kHeadDim>(smem.q(wg));
         const uint64_t desc_kv0 = sm90_paged_mqa::make_desc_k_major<kHeadDim>(smem.kv(0));
-        const float* wts = smem.w(wg) + 2 * quad;
         PipeState<kStages> pipe;
         uint32_t q_uses = 0, my_batch = ~0u;
-        uint32_t tok_len[kNextN];
+        // Per result of this lane (Reduce's out[i]): its logits row offset (token) and tile row,
+        // fixed per lane, and the tokens its query token sees (per batch; 0: not stored, e.g.
+        // the padding token of an odd next_n).
+        uint32_t out_tok[Reduce::kOutPerLane], out_row[Reduce::kOutPerLane], out_len[Reduce::kOutPerLane];
 #pragma unroll
-        for (uint32_t t = 0; t < kNextN; ++t) tok_len[t] = 0;
+        for (uint32_t i = 0; i < Reduce::kOutPerLane; ++i) {
+            out_tok[i] = Reduce::out_token(i, lane);
+            out_row[i] = Reduce::out_row(i, warp, lane);
+            out_len[i] = 0;
+        }
+        float wr[Reduce::kNumWeights];
         float acc[kN / 2];
         Split cur{};
         for (uint32_t item = 0; walker.next(cur); ++item) {
@@ -279,15 +286,20 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
                 continue;
             }
             if (cur.b != my_batch) {
-                // Every read of the previous batch's q (wgmma, waited) and weights (their
-                // products were stored) is done: hand the slot back, wait for this batch's.
+                // Every wgmma read of the previous batch's q is done (waited): hand the slot back.
                 if (my_batch != ~0u && lane == 0) ptx::mbar_arrive(smem.q_empty(wg));
+                my_batch = cur.b;
+                Reduce::load_weights(weights + static_cast<uint64_t>(cur.b) * kNextN * weights_stride,
+                                     static_cast<uint32_t>(weights_stride), kNextN, lane, wr);
+#pragma unroll
+                for (uint32_t i = 0; i < Reduce::kOutPerLane; ++i) {
+                    const uint32_t len = out_tok[i] < kNextN
+                                             ? paged_mqa::token_kv_len(context_lens, cur.b, out_tok[i], kNextN, lens_2d)
+                                             : 0u;
+                    out_len[i] = min(len, max_context_len);
+                }
                 ptx::mbar_wait_uniform(smem.q_full(wg), q_uses & 1u);
                 ++q_uses;
-                my_batch = cur.b;
-#pragma unroll
-                for (uint32_t t = 0; t < kNextN; ++t)
-                    tok_len[t] = min(paged_mqa::token_kv_len(context_lens, cur.b, t, kNextN, lens_2d), max_context_len);
             }
             OutT* out_rows = logits + static_cast<uint64_t>(cur.b) * kNextN * logits_stride;
             for (uint32_t t = 0; t < tiles; ++t, pipe.advance()) {
@@ -302,39 +314,16 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
                 ptx::wgmma_commit();
                 ptx::wgmma_wait<0>();
                 ptx::fence_operands(acc);
-                const float s_lo = smem.sf(s)[row], s_hi = smem.sf(s)[row + 8];
-                release_stage_after_reads<1>(smem.empty(s), smem.scratch() + threadIdx.x, bits_of(s_lo, s_hi), lane,
+                const float sf_lo = smem.sf(s)[row], sf_hi = smem.sf(s)[row + 8];
+                release_stage_after_reads<1>(smem.empty(s), smem.scratch() + threadIdx.x, bits_of(sf_lo, sf_hi), lane,
                                              true);
-
-                // Per token: this thread's H / 4 heads of rows `row` and `row + 8`, then the
-                // quad's 4 lanes (the rest of the heads): all four get the sums.
-                float lo[kNextN], hi[kNextN];
+                float out[Reduce::kOutPerLane];
+                Reduce::reduce(acc, wr, sf_lo, sf_hi, lane, out);
+                const uint32_t kv0 = cur.s * paged_mqa::kSplitKV + t * kTileKV;
 #pragma unroll
-                for (uint32_t tok = 0; tok < kNextN; ++tok) {
-                    lo[tok] = 0.0f;
-                    hi[tok] = 0.0f;
-#pragma unroll
-                    for (uint32_t j = tok * kHeads / 8; j < (tok + 1) * kHeads / 8; ++j) {
-                        const float2 w = *reinterpret_cast<const float2*>(wts + 8 * j);
-                        lo[tok] = fmaf(fmaxf(acc[4 * j + 0] * s_lo, 0.0f), w.x, lo[tok]);
-                        lo[tok] = fmaf(fmaxf(acc[4 * j + 1] * s_lo, 0.0f), w.y, lo[tok]);
-                        hi[tok] = fmaf(fmaxf(acc[4 * j + 2] * s_hi, 0.0f), w.x, hi[tok]);
-                        hi[tok] = fmaf(fmaxf(acc[4 * j + 3] * s_hi, 0.0f), w.y, hi[tok]);
-                    }
-#pragma unroll
-                    for (uint32_t m = 1; m < 4; m <<= 1) {
-                        lo[tok] += __shfl_xor_sync(0xffffffffu, lo[tok], m);
-                        hi[tok] += __shfl_xor_sync(0xffffffffu, hi[tok], m);
-                    }
-                }
-                // Lane `quad` of each quad stores the (token, half) pairs p = 2 tok + half
-                // with p % 4 == quad: 8 consecutive tokens per store across the warp.
-                const uint32_t kv0 = cur.s * paged_mqa::kSplitKV + t * kTileKV + row;
-#pragma unroll
-                for (uint32_t p = 0; p < 2 * kNextN; ++p) {
-                    const uint32_t tok = p / 2, j = kv0 + (p % 2) * 8;
-                    if (p % 4 == quad && j < tok_len[tok])
-                        out_rows[tok * logits_stride + j] = to_out<OutT>(p % 2 ? hi[tok] : lo[tok]);
+                for (uint32_t i = 0; i < Reduce::kOutPerLane; ++i) {
+                    const uint32_t j = kv0 + out_row[i];
+                    if (j < out_len[i]) out_rows[out_tok[i] * logits_stride + j] = to_out<OutT>(out[i]);
                 }
             }
         }
