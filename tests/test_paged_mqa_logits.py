@@ -148,7 +148,8 @@ def test_kernels_compile_without_spills(tmp_path):
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=1800)
     assert res.returncode == 0, res.stderr[-3000:]
     names = [line.split("\t")[0] for line in res.stdout.strip().splitlines()]
-    assert "sm90_fp8_paged_mqa_logits_n4_h64_d128_s12_f32" in names and "paged_mqa_logits_metadata" in names
+    assert any(n.startswith("sm90_fp8_paged_mqa_logits_n4_h64_d128_s") for n in names)
+    assert "paged_mqa_logits_metadata" in names
     assert {"paged_mqa_clean_logits_f32", "paged_mqa_clean_logits_bf16"} <= set(names)
     for line in res.stdout.strip().splitlines():
         assert os.path.exists(line.split("\t")[1])

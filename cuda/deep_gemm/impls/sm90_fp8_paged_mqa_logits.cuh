@@ -14,14 +14,17 @@
 // through the shared TMA ring (one 3-D box per page: KV rows, one 2-D box: scales), and one
 // wgmma m64nNk32 chain per tile puts the 64 tokens on M and the query rows (token, head) on
 // N, q resident per batch. The head reduction is the shared epilogue
-// (epilogue/sm90_mqa_logits_reduce.cuh), along N in registers: it pairs query tokens, so an
-// odd next_n computes one more token (the next batch's q rows, or the TMA's zeros past the
-// last batch, with weights 0) and does not store it.
+// (epilogue/sm90_mqa_logits_reduce.cuh), along N in registers. It pairs query tokens, so
+// next_n = 3 computes a fourth (the next batch's q rows, or the TMA's zeros past the last
+// batch, with weights 0) and does not store it; next_n = 1, the memory-bound case, would
+// double its MMA and reduction work that way, so its one token is reduced here
+// (SingleTokenHeadReduce, the same steps for one token).
 //
 // Block: two math warpgroups, then the producer warpgroup (its first warp: lane 0 issues the
-// TMA loads, all 32 lanes prefetch the next split's block-table entries). The math
-// warpgroups take a CTA's splits in turn (even ones: warpgroup 0); each has its own q slot,
-// loaded by the producer when its batch changes, and its batch's weights in registers.
+// TMA loads, all 32 lanes read the block-table entries of the splits 4 items ahead). The math
+// warpgroups take a CTA's splits in turn (even ones: warpgroup 0); each has two q slots,
+// loaded by the producer when its batch changes (the next batch's while the current one's
+// tiles are computed), and its batch's weights in registers.
 #pragma once
 #include <cuda_bf16.h>
 #include <deep_gemm/common/sm90_pipeline.cuh>
@@ -37,6 +40,13 @@ namespace sm90_paged_mqa {
 constexpr uint32_t kTileKV = 64;  // cached tokens per pipeline stage: M of the wgmma
 constexpr uint32_t kTilesPerSplit = paged_mqa::kSplitKV / kTileKV;
 constexpr uint32_t kNumMathWG = 2;
+constexpr uint32_t kQSlots = 2;           // q slots per math warpgroup: the next batch's q loads early
+constexpr uint32_t kPagePrefetch = 4;     // items whose block-table entries the producer reads ahead
+// setmaxnreg budgets: the producer walks two item sequences and holds kPagePrefetch table
+// slots, more than the GEMMs' 40-register producer holds without spilling; the math
+// warpgroups' widest case (N = 256: 128 accumulators, 64 weights) fits in 224.
+constexpr uint32_t kProducerRegs = 56;
+constexpr uint32_t kMathRegs = 224;
 constexpr uint32_t kCleanThreads = 256;   // blockDim.x of the clean kernel
 constexpr uint32_t kCleanChunk = 4096;    // logits columns per clean block (grid.y)
 
@@ -56,12 +66,68 @@ __device__ __forceinline__ uint64_t make_desc_k_major(const void* tile) {
     }
 }
 
-// The query tokens of one wgmma: next_n rounded up to even (the head reduction pairs them).
-constexpr uint32_t padded_tokens(uint32_t next_n) { return next_n + next_n % 2; }
+// The query tokens of one wgmma: 1, or next_n rounded up to even (MqaHeadReduce pairs them).
+constexpr uint32_t padded_tokens(uint32_t next_n) { return next_n == 1 ? 1 : next_n + next_n % 2; }
+
+// The head reduction of one query token, with MqaHeadReduce's interface and fragment (see
+// epilogue/sm90_mqa_logits_reduce.cuh), which needs token pairs: each lane's two partial sums
+// (its rows lo and hi) are reduce-scattered over the lanes that differ in bit 1 (bit clear:
+// row lo), then summed over the pair that differs in bit 0. Lanes with bit 0 set hold a copy:
+// they report token 1, past next_n, so they store nothing.
+template <uint32_t kHeads>
+struct SingleTokenHeadReduce {
+    static_assert(kHeads % 8 == 0, "heads come in groups of 8 columns");
+    static constexpr uint32_t kNumAccum = kHeads / 2;
+    static constexpr uint32_t kNumWeights = kHeads / 4;
+    static constexpr uint32_t kOutPerLane = 1;
+
+    __device__ __forceinline__ static void load_weights(const float* w, uint32_t /*ld*/, uint32_t num_tokens,
+                                                        uint32_t lane, float (&wr)[kNumWeights]) {
+#pragma unroll
+        for (uint32_t j = 0; j < kHeads / 8; ++j)
+#pragma unroll
+            for (uint32_t e = 0; e < 2; ++e) wr[2 * j + e] = num_tokens > 0 ? __ldg(w + 8 * j + 2 * (lane % 4) + e) : 0.0f;
+    }
+    __device__ __forceinline__ static uint32_t out_token(uint32_t /*i*/, uint32_t lane) { return lane & 1; }
+    __device__ __forceinline__ static uint32_t out_row(uint32_t /*i*/, uint32_t warp, uint32_t lane) {
+        return 16 * warp + lane / 4 + 8 * ((lane >> 1) & 1);
+    }
+
+    template <bool kPositive>
+    __device__ __forceinline__ static void partial_sums(const float (&acc)[kNumAccum], const float (&wr)[kNumWeights],
+                                                        float sf_lo, float sf_hi, float& v_lo, float& v_hi) {
+        float lo[2] = {0.0f, 0.0f}, hi[2] = {0.0f, 0.0f};  // two chains per row: half the FMA depth
+#pragma unroll
+        for (uint32_t j = 0; j < kHeads / 8; ++j) {
+#pragma unroll
+            for (uint32_t e = 0; e < 2; ++e) {
+                const float a_lo = kPositive ? acc[4 * j + e] : acc[4 * j + e] * sf_lo;
+                const float a_hi = kPositive ? acc[4 * j + 2 + e] : acc[4 * j + 2 + e] * sf_hi;
+                lo[e] = fmaf(fmaxf(a_lo, 0.0f), wr[2 * j + e], lo[e]);
+                hi[e] = fmaf(fmaxf(a_hi, 0.0f), wr[2 * j + e], hi[e]);
+            }
+        }
+        v_lo = lo[0] + lo[1];
+        v_hi = hi[0] + hi[1];
+    }
+
+    __device__ __forceinline__ static void reduce(const float (&acc)[kNumAccum], const float (&wr)[kNumWeights],
+                                                  float sf_lo, float sf_hi, uint32_t lane, float (&out)[kOutPerLane]) {
+        // As MqaHeadReduce: non-negative scales (amax / 448) scale once per result.
+        const bool positive = __all_sync(0xffffffffu, sf_lo >= 0.0f && sf_hi >= 0.0f);
+        float v_lo, v_hi;
+        if (positive) partial_sums<true>(acc, wr, sf_lo, sf_hi, v_lo, v_hi);
+        else partial_sums<false>(acc, wr, sf_lo, sf_hi, v_lo, v_hi);
+        const bool upper = (lane & 2) != 0;
+        float v = (upper ? v_hi : v_lo) + __shfl_xor_sync(0xffffffffu, upper ? v_lo : v_hi, 2);
+        v += __shfl_xor_sync(0xffffffffu, v, 1);
+        out[0] = positive ? v * (upper ? sf_hi : sf_lo) : v;
+    }
+};
 
 // Dynamic shared memory from a 1024-byte aligned base:
-//   [q slot x 2] [KV tile x kStages] [scales x kStages] [scratch word per math thread]
-//   [full, empty x kStages] [q_full, q_empty x 2]
+//   [q slot x 2 per math warpgroup] [KV tile x kStages] [scales x kStages] [scratch word per
+//   math thread] [full, empty x kStages] [q_full, q_empty x 2 per math warpgroup]
 // The host mirrors this in its shared-memory count (sm90_paged_mqa_logits.hpp).
 template <uint32_t kNextN, uint32_t kHeads, uint32_t kHeadDim, uint32_t kStages>
 struct SmemLayout {
@@ -70,11 +136,11 @@ struct SmemLayout {
     static constexpr uint32_t kKVBytes = kTileKV * kHeadDim;
     static constexpr uint32_t kSFBytes = kTileKV * 4;
     static constexpr uint32_t kQOff = 0;
-    static constexpr uint32_t kKVOff = kQOff + kNumMathWG * kQBytes;
+    static constexpr uint32_t kKVOff = kQOff + kNumMathWG * kQSlots * kQBytes;
     static constexpr uint32_t kSFOff = kKVOff + kStages * kKVBytes;
     static constexpr uint32_t kScratchOff = kSFOff + kStages * kSFBytes;
     static constexpr uint32_t kBarOff = kScratchOff + kNumMathWG * 128 * 4;
-    static constexpr uint32_t kTotalBytes = kBarOff + (2 * kStages + 2 * kNumMathWG) * 8;
+    static constexpr uint32_t kTotalBytes = kBarOff + (2 * kStages + 2 * kNumMathWG * kQSlots) * 8;
     static constexpr uint32_t kDynamicBytes = kTotalBytes + 1024;  // room to align the base
     static constexpr uint32_t kStageTxBytes = kKVBytes + kSFBytes;
     static_assert(kQBytes % 1024 == 0 && kKVBytes % 1024 == 0, "swizzled tiles keep 1024-byte alignment");
@@ -84,7 +150,9 @@ struct SmemLayout {
     uint8_t* base;
     __device__ __forceinline__ explicit SmemLayout(uint8_t* raw)
         : base(raw + ((1024u - (ptx::smem_addr(raw) & 1023u)) & 1023u)) {}
-    __device__ __forceinline__ uint8_t* q(uint32_t wg) const { return base + kQOff + wg * kQBytes; }
+    __device__ __forceinline__ uint8_t* q(uint32_t wg, uint32_t i) const {
+        return base + kQOff + (wg * kQSlots + i) * kQBytes;
+    }
     __device__ __forceinline__ uint8_t* kv(uint32_t s) const { return base + kKVOff + s * kKVBytes; }
     __device__ __forceinline__ float* sf(uint32_t s) const {
         return reinterpret_cast<float*>(base + kSFOff + s * kSFBytes);
@@ -93,8 +161,22 @@ struct SmemLayout {
     __device__ __forceinline__ uint64_t* bar(uint32_t i) const { return reinterpret_cast<uint64_t*>(base + kBarOff) + i; }
     __device__ __forceinline__ uint64_t* full(uint32_t s) const { return bar(s); }
     __device__ __forceinline__ uint64_t* empty(uint32_t s) const { return bar(kStages + s); }
-    __device__ __forceinline__ uint64_t* q_full(uint32_t wg) const { return bar(2 * kStages + wg); }
-    __device__ __forceinline__ uint64_t* q_empty(uint32_t wg) const { return bar(2 * kStages + kNumMathWG + wg); }
+    __device__ __forceinline__ uint64_t* q_full(uint32_t wg, uint32_t i) const {
+        return bar(2 * kStages + wg * kQSlots + i);
+    }
+    __device__ __forceinline__ uint64_t* q_empty(uint32_t wg, uint32_t i) const {
+        return bar(2 * kStages + (kNumMathWG + wg) * kQSlots + i);
+    }
+};
+
+// The head reduction of kTokens query tokens per wgmma.
+template <uint32_t kHeads, uint32_t kTokens>
+struct HeadReduceOf {
+    using type = epilogue::MqaHeadReduce<kHeads, kTokens>;
+};
+template <uint32_t kHeads>
+struct HeadReduceOf<kHeads, 1> {
+    using type = SingleTokenHeadReduce<kHeads>;
 };
 
 // One schedule item: split s (tokens [256 s, 256 s + 256) clipped to len) of batch b.
@@ -180,17 +262,20 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
     constexpr uint32_t kNumMathThreads = kNumMathWG * 128;
     static_assert(kNextN >= 1 && kNextN <= 4, "next_n in [1, 4]");
     static_assert(kHeads == 32 || kHeads == 64, "32 or 64 heads");
-    static_assert(register_budgets_fit(kNumMathThreads, kProducerRegs, kMathRegs), "setmaxnreg budgets over the entry allocation");
+    static_assert(register_budgets_fit(kNumMathThreads, sm90_paged_mqa::kProducerRegs, sm90_paged_mqa::kMathRegs),
+                  "setmaxnreg budgets over the entry allocation");
     static_assert(launch_smem_fits<Layout>(), "the launch allocates less shared memory than this layout");
     using Mma = ptx::WgmmaE4M3<kN>;
-    using Reduce = epilogue::MqaHeadReduce<kHeads, kTokens>;
+    using Reduce = typename HeadReduceOf<kHeads, kTokens>::type;
 
     extern __shared__ uint8_t smem_raw[];
     const Layout smem(smem_raw);
     if (threadIdx.x == kNumMathThreads) {
         for (uint32_t wg = 0; wg < kNumMathWG; ++wg) {
-            ptx::mbar_init(smem.q_full(wg), 1);
-            ptx::mbar_init(smem.q_empty(wg), 4);  // one arrival per warp of the warpgroup
+            for (uint32_t i = 0; i < kQSlots; ++i) {
+                ptx::mbar_init(smem.q_full(wg, i), 1);
+                ptx::mbar_init(smem.q_empty(wg, i), 4);  // one arrival per warp of the warpgroup
+            }
         }
     }
     // A stage is consumed by one math warpgroup: 4 arrivals free it.
@@ -199,37 +284,47 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
 
     if (threadIdx.x >= kNumMathThreads) {
         // ---- producer: the first warp of the last warpgroup ----
-        ptx::setmaxnreg_dec<kProducerRegs>();
+        ptx::setmaxnreg_dec<sm90_paged_mqa::kProducerRegs>();
         if (threadIdx.x / 32 != kNumMathThreads / 32) return;
         const uint32_t lane = threadIdx.x % 32;
         const uint32_t pages_per_tile = kTileKV / block_kv;  // 1 (block_kv 64) or 2 (32)
         const uint32_t pages_per_split = paged_mqa::kSplitKV / block_kv;
-        // Lane i reads the block-table entry of page i of a split (-1: no page there). The
-        // next split's entries are loaded while this one's boxes are issued, so the table's
-        // latency stays off the TMA issue path.
+        // Lane i reads the block-table entry of page i of a split (-1: no page there), for the
+        // split kPagePrefetch items ahead of the one whose boxes it issues: the table is read
+        // from DRAM (cold), and one split's boxes take less time to issue than a loaded DRAM
+        // round trip, so a table read one split ahead capped the issue rate at one split per
+        // round trip. `ahead` walks the same items as `walker`, kPagePrefetch of them earlier.
         const auto load_pages = [&](const Split& x) -> int {
             const uint32_t page = x.s * pages_per_split + lane;
             const bool valid = lane < pages_per_split && page < max_blocks && page * block_kv < x.len;
             return valid ? __ldg(block_table + x.b * block_table_stride + page) : -1;
         };
+        SplitWalker ahead = walker;
+        const auto fetch = [&](int& slot) {
+            Split x{};
+            slot = ahead.next(x) ? load_pages(x) : -1;
+        };
         PipeState<kStages> pipe;
         uint32_t q_loads[kNumMathWG] = {0, 0};
         uint32_t q_batch[kNumMathWG] = {~0u, ~0u};
-        Split cur{};
-        bool have = walker.next(cur);
-        int pages = have ? load_pages(cur) : -1;
-        for (uint32_t item = 0; have; ++item) {
-            Split nxt{};
-            const bool have_next = walker.next(nxt);
-            const int pages_next = have_next ? load_pages(nxt) : -1;
+        uint32_t item = 0;
+        // One item: its q (when its warpgroup's batch changes) and its tiles; `slot` holds its
+        // block-table entries and is refilled with those of the item kPagePrefetch later.
+        const auto step = [&](int& slot) -> bool {
+            Split cur{};
+            if (!walker.next(cur)) return false;
+            const int pages = slot;  // waits for this lane's table read, issued kPagePrefetch items ago
+            fetch(slot);
             const uint32_t wg = item % kNumMathWG;
 #pragma unroll
             for (uint32_t g = 0; g < kNumMathWG; ++g) {  // constant indices: q_loads stays in registers
                 if (g != wg || q_batch[g] == cur.b) continue;
                 if (lane == 0) {
-                    ptx::mbar_wait_watchdog(smem.q_empty(g), (q_loads[g] & 1u) ^ 1u);
-                    ptx::mbar_arrive_expect_tx(smem.q_full(g), Layout::kQBytes);
-                    ptx::tma_load_2d(smem.q(g), tmap_q, smem.q_full(g), 0, static_cast<int32_t>(cur.b * kNextN * kHeads));
+                    const uint32_t i = q_loads[g] % kQSlots;
+                    ptx::mbar_wait_watchdog(smem.q_empty(g, i), ((q_loads[g] / kQSlots) & 1u) ^ 1u);
+                    ptx::mbar_arrive_expect_tx(smem.q_full(g, i), Layout::kQBytes);
+                    ptx::tma_load_2d(smem.q(g, i), tmap_q, smem.q_full(g, i), 0,
+                                     static_cast<int32_t>(cur.b * kNextN * kHeads));
                 }
                 ++q_loads[g];
                 q_batch[g] = cur.b;
@@ -252,17 +347,26 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
                     }
                 }
             }
-            cur = nxt;
-            pages = pages_next;
-            have = have_next;
-        }
+            ++item;
+            return true;
+        };
+        // kPagePrefetch slots in registers, each used by every kPagePrefetch-th item: the loop
+        // is unrolled over them so that every slot has a constant index.
+        static_assert(kPagePrefetch == 4, "the loop below names the four slots");
+        int slot0, slot1, slot2, slot3;
+        fetch(slot0);
+        fetch(slot1);
+        fetch(slot2);
+        fetch(slot3);
+        while (step(slot0) && step(slot1) && step(slot2) && step(slot3)) {}
     } else {
         // ---- math warpgroups ----
-        ptx::setmaxnreg_inc<kMathRegs>();
+        ptx::setmaxnreg_inc<sm90_paged_mqa::kMathRegs>();
         const MathThread me = math_thread();
         const uint32_t wg = me.wg, warp = me.warp, lane = me.lane;
         const uint32_t row = warp * 16 + lane / 4;  // this thread's scale rows: row, row + 8
-        const uint64_t desc_q = sm90_paged_mqa::make_desc_k_major<kHeadDim>(smem.q(wg));
+        const uint64_t desc_q0 = sm90_paged_mqa::make_desc_k_major<kHeadDim>(smem.q(wg, 0));
+        uint64_t desc_q = desc_q0;
         const uint64_t desc_kv0 = sm90_paged_mqa::make_desc_k_major<kHeadDim>(smem.kv(0));
         PipeState<kStages> pipe;
         uint32_t q_uses = 0, my_batch = ~0u;
@@ -286,8 +390,8 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
                 continue;
             }
             if (cur.b != my_batch) {
-                // Every wgmma read of the previous batch's q is done (waited): hand the slot back.
-                if (my_batch != ~0u && lane == 0) ptx::mbar_arrive(smem.q_empty(wg));
+                // Every wgmma read of the previous batch's q is done (waited): hand its slot back.
+                if (my_batch != ~0u && lane == 0) ptx::mbar_arrive(smem.q_empty(wg, (q_uses - 1) % kQSlots));
                 my_batch = cur.b;
                 Reduce::load_weights(weights + static_cast<uint64_t>(cur.b) * kNextN * weights_stride,
                                      static_cast<uint32_t>(weights_stride), kNextN, lane, wr);
@@ -298,7 +402,9 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
                                              : 0u;
                     out_len[i] = min(len, max_context_len);
                 }
-                ptx::mbar_wait_uniform(smem.q_full(wg), q_uses & 1u);
+                const uint32_t i = q_uses % kQSlots;
+                ptx::mbar_wait_uniform(smem.q_full(wg, i), (q_uses / kQSlots) & 1u);
+                desc_q = ptx::desc_advance(desc_q0, i * Layout::kQBytes);
                 ++q_uses;
             }
             OutT* out_rows = logits + static_cast<uint64_t>(cur.b) * kNextN * logits_stride;
