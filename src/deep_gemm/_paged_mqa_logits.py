@@ -73,7 +73,7 @@ def _paged(fn: str, q: Any, kv_cache: Any, weights: Any, context_lens: Any, bloc
     _args.tensor(fn, "schedule_meta", schedule_meta, "the tensor get_paged_mqa_logits_metadata returns")
     _args.int_(fn, "max_context_len", max_context_len)
     _args.bool_(fn, "clean_logits", clean_logits)
-    if logits_dtype not in _LOGITS_DTYPES:
+    if not isinstance(logits_dtype, torch.dtype) or logits_dtype not in _LOGITS_DTYPES:
         raise ValueError(f"deep_gemm.{fn}: logits_dtype must be torch.float32 or torch.bfloat16, got {logits_dtype!r}")
     _no_indices(fn, indices)
     check_not_fp4(fn, q=q)
