@@ -162,6 +162,13 @@ def _kgrouped(tn: bool, m=M, n=N, ks=(256, 128)) -> dict[str, Any]:
                 grouped_layout=_e(len(ks), dtype=torch.int32))
 
 
+def _mqa_logits(s=8, skv=64, h=64, d=128) -> dict[str, Any]:
+    torch = _torch()
+    return dict(q=_e(s, h, d, dtype=torch.float8_e4m3fn), kv=(_e(skv, d, dtype=torch.float8_e4m3fn), _e(skv)),
+                weights=_e(s, h), cu_seq_len_k_start=_e(s, dtype=torch.int32),
+                cu_seq_len_k_end=_e(s, dtype=torch.int32))
+
+
 # name -> (baseline kwargs builder, {param: kind}); kinds drive the mutations.
 GEMM_KW = {"c": "opt_tensor", "recipe": "opt_recipe3", "recipe_a": "opt_recipe2", "recipe_b": "opt_recipe2",
            "compiled_dims": "str", "disable_ue8m0_cast": "bool"}
@@ -217,6 +224,9 @@ def _specs() -> dict[str, tuple[Callable[[], dict], dict[str, str]]]:
     s["fp8_gemm_nt_skip_head_mid"] = (_skip_head_mid, {"a": "pair", "b": "pair", "d": "tensor", "head_splits": "ints",
                                                        "recipe": "opt_recipe3", "compiled_dims": "str",
                                                        "disable_ue8m0_cast": "bool"})
+    for name in ("fp8_mqa_logits", "fp8_fp4_mqa_logits"):
+        s[name] = (_mqa_logits, {"q": "tensor", "kv": "pair", "weights": "tensor", "cu_seq_len_k_start": "tensor",
+                                 "cu_seq_len_k_end": "tensor", "clean_logits": "bool", "max_seqlen_k": "nonneg_int"})
     paged = {"q": "tensor", "kv_cache": "tensor", "weights": "tensor", "context_lens": "tensor", "block_table": "tensor",
              "schedule_meta": "tensor", "max_context_len": "nonneg_int", "clean_logits": "bool", "indices": "opt_tensor"}
     s["fp8_paged_mqa_logits"] = (_paged_mqa, paged)

@@ -13,6 +13,8 @@
 #   deep_gemm::fp8_gemm_build(int m, int n, int k, bool fp32_out, int num_sms, str compiled_dims) -> str
 #   deep_gemm::fp8_gemm_nt(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor? c=None, str compiled_dims="nk", bool sfb_per_row=False) -> ()
 #   deep_gemm::fp8_gemm_nt_skip_head_mid(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, int[] head_splits, str compiled_dims="nk") -> ()
+#   deep_gemm::fp8_mqa_logits(Tensor q, Tensor kv, Tensor kv_sf, Tensor weights, Tensor cu_seq_len_k_start, Tensor cu_seq_len_k_end, Tensor(a!) logits, bool clean_logits, int max_seqlen_k) -> ()
+#   deep_gemm::fp8_mqa_logits_build(int heads, int head_dim, str out, str form) -> str
 #   deep_gemm::fp8_paged_mqa_logits(Tensor q, Tensor kv_cache, Tensor weights, Tensor context_lens, Tensor block_table, Tensor schedule_meta, int max_context_len, bool clean_logits=False, bool bf16_logits=False) -> Tensor
 #   deep_gemm::get_block_size_multiple_of() -> int[]
 #   deep_gemm::get_device_sm_count() -> int
@@ -130,6 +132,10 @@ def fp8_fp4_mega_moe(*args: Any, **kwargs: Any) -> NoReturn:
     """SM100 only."""
     ...
 
+def fp8_fp4_mqa_logits(q: Any, kv: tuple[torch.Tensor, torch.Tensor], weights: torch.Tensor, cu_seq_len_k_start: torch.Tensor, cu_seq_len_k_end: torch.Tensor, clean_logits: bool = True, max_seqlen_k: int = 0, logits_dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """:func:`fp8_mqa_logits` with the logits in ``logits_dtype`` (torch.float32 or"""
+    ...
+
 def fp8_fp4_paged_mqa_logits(q: Any, kv_cache: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor, block_table: torch.Tensor, schedule_meta: torch.Tensor, max_context_len: int, clean_logits: bool = False, logits_dtype: torch.dtype = torch.float32, indices: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Paged MQA logits (see the module doc): returns ``[B * next_n, max_context_len]`` of"""
     ...
@@ -156,6 +162,10 @@ def fp8_gemm_tt(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, tor
 
 def fp8_m_grouped_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, masked_m: torch.Tensor, expected_m: int, recipe: Optional[tuple[int, int, int]] = None, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False) -> None:
     """MoE grouped GEMM with a fixed slot per group: ``d[g, :masked_m[g]] = A[g, :masked_m[g]] @ B[g]^T``."""
+    ...
+
+def fp8_mqa_logits(q: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor], weights: torch.Tensor, cu_seq_len_k_start: torch.Tensor, cu_seq_len_k_end: torch.Tensor, clean_logits: bool = True, max_seqlen_k: int = 0) -> torch.Tensor:
+    """MQA logits of the V3.2 indexer, FP32: ``q`` ``[S, H, D]`` float8_e4m3fn contiguous (H in"""
     ...
 
 def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor, block_table: torch.Tensor, schedule_meta: torch.Tensor, max_context_len: int, clean_logits: bool = False, indices: Optional[torch.Tensor] = None) -> torch.Tensor:

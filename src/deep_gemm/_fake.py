@@ -37,6 +37,7 @@ _TENSOR_OPS: dict[str, tuple[str, ...]] = {
     "m_grouped_bf16_gemm_nt_masked": ("a", "b", "d", "masked_m"),
     "get_mn_major_tma_aligned_packed_ue8m0_tensor": ("sf", "psum_layout"),
     "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor": ("sf", "grouped_layout"),
+    "fp8_mqa_logits": ("q", "kv", "kv_sf", "weights", "cu_seq_len_k_start", "cu_seq_len_k_end", "logits"),
     "get_paged_mqa_logits_metadata": ("context_lens",),
     "fp8_paged_mqa_logits": ("q", "kv_cache", "weights", "context_lens", "block_table", "schedule_meta"),
 }

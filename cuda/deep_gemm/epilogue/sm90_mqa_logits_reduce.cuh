@@ -14,13 +14,14 @@
 // heads on N (not M) is what keeps the reduction in registers: with heads on M a column's 64
 // heads sit in 32 threads of 4 warps.
 //
-// INTERFACE (kHeads a multiple of 8, kTokens even, kHeads * kTokens <= 256):
+// INTERFACE (kHeads a multiple of 8, kTokens 1 or even, kHeads * kTokens <= 256):
 //   MqaHeadReduce<kHeads, kTokens>::load_weights(w, ld, num_tokens, lane, wr)
 //     wr[kNumWeights]: this lane's weights w[t * ld + h] (tokens >= num_tokens read as 0).
 //   MqaHeadReduce<kHeads, kTokens>::reduce(acc, wr, sf_lo, sf_hi, lane, out)
 //     sf_lo / sf_hi: the KV scales of this thread's rows (16w + l/4 and +8). Every lane of the
 //     warp must call it (shuffles). out[kOutPerLane]: results; out[i] belongs to KV row
-//     out_row(i, warp, lane) (0..63 in the tile) and token out_token(i, lane).
+//     out_row(i, warp, lane) (0..63 in the tile) and token out_token(i, lane). With one token
+//     (paged decode, next_n = 1) two lanes hold each result: only out_owner(lane) stores it.
 #pragma once
 #include <deep_gemm/common/stdint.cuh>
 
@@ -29,14 +30,14 @@ namespace deep_gemm::epilogue {
 template <uint32_t kHeads, uint32_t kTokens>
 struct MqaHeadReduce {
     static_assert(kHeads % 8 == 0, "heads come in groups of 8 columns (one accumulator quad per lane)");
-    static_assert(kTokens % 2 == 0 && kTokens >= 2, "2 * kTokens values are reduce-scattered over 4 lanes");
+    static_assert(kTokens == 1 || kTokens % 2 == 0, "2 * kTokens values are reduce-scattered over 4 lanes");
     static constexpr uint32_t kN = kHeads * kTokens;
     static_assert(kN <= 256 && kN % 16 == 0, "one wgmma of N = kHeads * kTokens");
     static constexpr uint32_t kNumAccum = kN / 2;
     static constexpr uint32_t kNumWeights = kN / 4;  // 2 per column quad j
     static constexpr uint32_t kQuadsPerToken = kHeads / 8;
     static constexpr uint32_t kNumValues = 2 * kTokens;  // (row half, token) pairs per lane
-    static constexpr uint32_t kOutPerLane = kNumValues / 4;
+    static constexpr uint32_t kOutPerLane = kNumValues >= 4 ? kNumValues / 4 : 1;
 
     // wr[2j + e] = w[t][8 (j - t * kQuadsPerToken) + 2 (l % 4) + e], t = j / kQuadsPerToken.
     __device__ __forceinline__ static void load_weights(const float* w, uint32_t ld, uint32_t num_tokens,
@@ -53,8 +54,10 @@ struct MqaHeadReduce {
     // Value index of (row half, token): v = half * kTokens + t. After the reduce-scatter lane
     // l holds values (l % 4) * kOutPerLane + i.
     __device__ __forceinline__ static uint32_t out_index(uint32_t i, uint32_t lane) {
-        return (lane % 4) * kOutPerLane + i;
+        if constexpr (kNumValues >= 4) return (lane % 4) * kOutPerLane + i;
+        else return (lane % 4) / 2;  // one token: lanes 2k and 2k + 1 both hold value k
     }
+    __device__ __forceinline__ static bool out_owner(uint32_t lane) { return kNumValues >= 4 || lane % 2 == 0; }
     __device__ __forceinline__ static uint32_t out_token(uint32_t i, uint32_t lane) {
         return out_index(i, lane) % kTokens;
     }
@@ -109,7 +112,8 @@ struct MqaHeadReduce {
         if (positive) partial_sums<true>(acc, wr, sf_lo, sf_hi, v);
         else partial_sums<false>(acc, wr, sf_lo, sf_hi, v);
         reduce_scatter_step<kNumValues>(v, 2, lane);
-        reduce_scatter_step<kNumValues / 2>(v, 1, lane);
+        if constexpr (kNumValues >= 4) reduce_scatter_step<kNumValues / 2>(v, 1, lane);
+        else v[0] += __shfl_xor_sync(0xffffffffu, v[0], 1);
 #pragma unroll
         for (uint32_t i = 0; i < kOutPerLane; ++i) {
             const float sf = out_index(i, lane) < kTokens ? sf_lo : sf_hi;

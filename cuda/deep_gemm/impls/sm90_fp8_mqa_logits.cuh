@@ -5,14 +5,15 @@
 // kCompressed: row i holds key ks[i] + c at column c < max_seqlen_k (other cells untouched).
 // kClean (not compressed): cells outside the window are -inf; without it they are untouched.
 //
-// A CTA owns kBlockQ query tokens at a time (kBlockQ * H = 128 columns of B, resident in a
-// double-buffered Q stage) and streams the KV blocks of the union of their windows (blocks
-// outside every window are skipped) through the shared TMA ring: per stage 128 KV rows and
-// their scales. Math warpgroup g computes the 64 x 128 tile of KV rows g * 64.. against all
-// (token, head) columns (A = KV, B = Q, both K-major: one wgmma m64n128k32 per 32 of D), and
-// reduces heads in registers (epilogue/sm90_mqa_logits_reduce.cuh). Its accumulators are
-// double-buffered: block b + 1's wgmmas run while block b is reduced and stored. Warps 1-3 of
-// the producer warpgroup write the -inf cells left of and right of the CTA's KV range.
+// A CTA owns kBlockQ query tokens at a time (kQColumns = kBlockQ * H columns of B, 128 or 256,
+// resident in a double-buffered Q stage) and streams the KV blocks of the union of their windows
+// (blocks outside every window are skipped) through the shared TMA ring: per stage 128 KV rows
+// and their scales. Math warpgroup g computes the 64 x kQColumns tile of KV rows g * 64..
+// against all (token, head) columns (A = KV, B = Q, both K-major: one wgmma m64nNk32 per 32 of
+// D), and reduces heads in registers (epilogue/sm90_mqa_logits_reduce.cuh). At N = 128 its
+// accumulators are double-buffered (block b + 1's wgmmas run while block b is reduced); at
+// N = 256 one set, the other warpgroup's wgmmas filling the gap. Warps 1-3 of the producer
+// warpgroup write the -inf cells left and right of the CTA's KV range.
 #pragma once
 #include <cuda_bf16.h>
 #include <deep_gemm/common/sm90_pipeline.cuh>
@@ -27,12 +28,11 @@ namespace sm90_mqa {
 constexpr uint32_t kBlockKV = 128;     // KV rows per stage: 64 per math warpgroup
 constexpr uint32_t kNumMathWG = 2;
 constexpr uint32_t kNumMathThreads = kNumMathWG * 128;
-constexpr uint32_t kQColumns = 128;    // kBlockQ * H: the N of the wgmma
 constexpr uint32_t kQStages = 2;
 
 // Dynamic shared memory from a 1024-byte aligned base:
 //   [Q x 2] [KV x kStages] [scales x kStages] [release words] [barriers: full, empty, q_full, q_empty]
-template <uint32_t kHeadDim, uint32_t kStages>
+template <uint32_t kHeadDim, uint32_t kStages, uint32_t kQColumns>
 struct SmemLayout {
     static constexpr uint32_t kQBytes = kQColumns * kHeadDim;
     static constexpr uint32_t kKvBytes = kBlockKV * kHeadDim;
@@ -79,7 +79,8 @@ __device__ __forceinline__ uint64_t make_desc_k_major(const void* tile) {
 }
 
 // The KV range a block of query tokens needs: the union of their windows (clamped to
-// [0, S_kv]; empty windows and tokens past S left out), in kBlockKV blocks from kv_begin.
+// [0, S_kv]; empty windows and tokens past S left out), in kBlockKV blocks from kv_begin
+// (the union's start rounded down to a multiple of 4).
 struct QBlockWindow {
     uint32_t kv_begin, num_kv_blocks;
 };
@@ -95,7 +96,9 @@ __device__ __forceinline__ QBlockWindow q_block_window(const int* ks, const int*
         if (e > s) lo = min(lo, s), hi = max(hi, e);
     }
     if (hi <= lo) return {0, 0};
-    return {static_cast<uint32_t>(lo), ceil_div(static_cast<uint32_t>(hi - lo), kBlockKV)};
+    // The scales' TMA box must start 16 bytes aligned: the range starts at a multiple of 4 keys.
+    const uint32_t begin = static_cast<uint32_t>(lo) & ~3u;
+    return {begin, ceil_div(static_cast<uint32_t>(hi) - begin, kBlockKV)};
 }
 
 template <typename OutT>
@@ -106,7 +109,10 @@ __device__ __forceinline__ OutT to_out(float v) {
 
 }  // namespace sm90_mqa
 
-template <uint32_t kHeads, uint32_t kHeadDim, uint32_t kStages, typename OutT, bool kCompressed, bool kClean>
+// kQColumns (kBlockQ * H, the wgmma's N): 128 with double-buffered accumulators, or 256 with one
+// set (twice the FLOPs per shared-memory byte of Q and KV read, no overlap inside a warpgroup).
+template <uint32_t kHeads, uint32_t kHeadDim, uint32_t kStages, typename OutT, bool kCompressed, bool kClean,
+          uint32_t kQColumns = 128>
 __device__ __forceinline__ void sm90_fp8_mqa_logits_impl(uint32_t seq_len, uint32_t seq_len_kv, uint32_t max_seqlen_k,
                                                          const int* ks, const int* ke, const float* weights,
                                                          uint32_t ld_weights, OutT* logits, uint64_t ld_logits,
@@ -116,9 +122,10 @@ __device__ __forceinline__ void sm90_fp8_mqa_logits_impl(uint32_t seq_len, uint3
     using namespace sm90_mqa;
     constexpr uint32_t kBlockQ = kQColumns / kHeads;
     using Reduce = epilogue::MqaHeadReduce<kHeads, kBlockQ>;
-    using Layout = SmemLayout<kHeadDim, kStages>;
+    using Layout = SmemLayout<kHeadDim, kStages, kQColumns>;
+    static_assert(kQColumns == 128 || kQColumns == 256, "N of 128 or 256");
     using Mma = ptx::WgmmaE4M3<kQColumns>;
-    static_assert(kQColumns % kHeads == 0 && kBlockQ >= 2, "H in {8, 16, 32, 64}");
+    static_assert(kQColumns % kHeads == 0 && kBlockQ >= 2 && kBlockQ <= 16, "H in {8, 16, 32, 64}");
     static_assert(kHeadDim == 32 || kHeadDim == 64 || kHeadDim == 128, "D in {32, 64, 128}");
     static_assert(!(kCompressed && kClean), "the compressed form is not cleaned");
     static_assert(register_budgets_fit(kNumMathThreads, kProducerRegs, kMathRegs), "setmaxnreg budgets over the entry allocation");
@@ -189,7 +196,8 @@ __device__ __forceinline__ void sm90_fp8_mqa_logits_impl(uint32_t seq_len, uint3
         const uint32_t row_lo = 16 * warp + lane / 4;
         PipeState<kStages> pipe;
         uint32_t qi = 0;
-        float acc0[Mma::kNumAccum], acc1[Mma::kNumAccum];
+        constexpr bool kDoubleBuffer = kQColumns <= 128;
+        float acc0[Mma::kNumAccum], acc1[kDoubleBuffer ? Mma::kNumAccum : 1];
         float wr[Reduce::kNumWeights];
 
         for (uint32_t qb = blockIdx.x; qb < num_q_blocks; qb += gridDim.x) {
@@ -255,32 +263,42 @@ __device__ __forceinline__ void sm90_fp8_mqa_logits_impl(uint32_t seq_len, uint3
             // branch between an issue and its wait, so ptxas can see that no accumulator is
             // touched while its wgmmas run (a conditional issue made it serialise every wgmma).
             const uint32_t n = win.num_kv_blocks;
-            uint32_t s0 = pipe.stage, b = 0;
-            issue(acc0, s0);
-            pipe.advance();
-            for (; b + 2 < n; b += 2) {
-                const uint32_t s1 = pipe.stage;
-                issue(acc1, s1);
-                pipe.advance();
-                ptx::wgmma_wait<1>();
-                finish(acc0, s0, b);
-                s0 = pipe.stage;
+            if constexpr (!kDoubleBuffer) {
+                for (uint32_t b = 0; b < n; ++b) {
+                    const uint32_t s0 = pipe.stage;
+                    issue(acc0, s0);
+                    pipe.advance();
+                    ptx::wgmma_wait<0>();
+                    finish(acc0, s0, b);
+                }
+            } else {
+                uint32_t s0 = pipe.stage, b = 0;
                 issue(acc0, s0);
                 pipe.advance();
-                ptx::wgmma_wait<1>();
-                finish(acc1, s1, b + 1);
-            }
-            if (b + 1 < n) {
-                const uint32_t s1 = pipe.stage;
-                issue(acc1, s1);
-                pipe.advance();
-                ptx::wgmma_wait<1>();
-                finish(acc0, s0, b);
-                ptx::wgmma_wait<0>();
-                finish(acc1, s1, b + 1);
-            } else {
-                ptx::wgmma_wait<0>();
-                finish(acc0, s0, b);
+                for (; b + 2 < n; b += 2) {
+                    const uint32_t s1 = pipe.stage;
+                    issue(acc1, s1);
+                    pipe.advance();
+                    ptx::wgmma_wait<1>();
+                    finish(acc0, s0, b);
+                    s0 = pipe.stage;
+                    issue(acc0, s0);
+                    pipe.advance();
+                    ptx::wgmma_wait<1>();
+                    finish(acc1, s1, b + 1);
+                }
+                if (b + 1 < n) {
+                    const uint32_t s1 = pipe.stage;
+                    issue(acc1, s1);
+                    pipe.advance();
+                    ptx::wgmma_wait<1>();
+                    finish(acc0, s0, b);
+                    ptx::wgmma_wait<0>();
+                    finish(acc1, s1, b + 1);
+                } else {
+                    ptx::wgmma_wait<0>();
+                    finish(acc0, s0, b);
+                }
             }
             // Every wgmma reading this Q stage is complete (the last wait was wait_group 0).
             if (lane == 0) ptx::mbar_arrive(smem.q_empty(qs));

@@ -14,11 +14,9 @@
 // through the shared TMA ring (one 3-D box per page: KV rows, one 2-D box: scales), and one
 // wgmma m64nNk32 chain per tile puts the 64 tokens on M and the query rows (token, head) on
 // N, q resident per batch. The head reduction is the shared epilogue
-// (epilogue/sm90_mqa_logits_reduce.cuh), along N in registers. It pairs query tokens, so
-// next_n = 3 computes a fourth (the next batch's q rows, or the TMA's zeros past the last
-// batch, with weights 0) and does not store it; next_n = 1, the memory-bound case, would
-// double its MMA and reduction work that way, so its one token is reduced here
-// (SingleTokenHeadReduce, the same steps for one token).
+// (epilogue/sm90_mqa_logits_reduce.cuh), along N in registers. It takes one token or pairs,
+// so next_n = 3 computes a fourth (the next batch's q rows, or the TMA's zeros past the last
+// batch, with weights 0) and does not store it.
 //
 // Block: two math warpgroups, then the producer warpgroup (its first warp: lane 0 issues the
 // TMA loads, all 32 lanes read the block-table entries of the splits 4 items ahead). The math
@@ -66,64 +64,8 @@ __device__ __forceinline__ uint64_t make_desc_k_major(const void* tile) {
     }
 }
 
-// The query tokens of one wgmma: 1, or next_n rounded up to even (MqaHeadReduce pairs them).
+// The query tokens of one wgmma: 1, or next_n rounded up to even (MqaHeadReduce takes one or pairs).
 constexpr uint32_t padded_tokens(uint32_t next_n) { return next_n == 1 ? 1 : next_n + next_n % 2; }
-
-// The head reduction of one query token, with MqaHeadReduce's interface and fragment (see
-// epilogue/sm90_mqa_logits_reduce.cuh), which needs token pairs: each lane's two partial sums
-// (its rows lo and hi) are reduce-scattered over the lanes that differ in bit 1 (bit clear:
-// row lo), then summed over the pair that differs in bit 0. Lanes with bit 0 set hold a copy:
-// they report token 1, past next_n, so they store nothing.
-template <uint32_t kHeads>
-struct SingleTokenHeadReduce {
-    static_assert(kHeads % 8 == 0, "heads come in groups of 8 columns");
-    static constexpr uint32_t kNumAccum = kHeads / 2;
-    static constexpr uint32_t kNumWeights = kHeads / 4;
-    static constexpr uint32_t kOutPerLane = 1;
-
-    __device__ __forceinline__ static void load_weights(const float* w, uint32_t /*ld*/, uint32_t num_tokens,
-                                                        uint32_t lane, float (&wr)[kNumWeights]) {
-#pragma unroll
-        for (uint32_t j = 0; j < kHeads / 8; ++j)
-#pragma unroll
-            for (uint32_t e = 0; e < 2; ++e) wr[2 * j + e] = num_tokens > 0 ? __ldg(w + 8 * j + 2 * (lane % 4) + e) : 0.0f;
-    }
-    __device__ __forceinline__ static uint32_t out_token(uint32_t /*i*/, uint32_t lane) { return lane & 1; }
-    __device__ __forceinline__ static uint32_t out_row(uint32_t /*i*/, uint32_t warp, uint32_t lane) {
-        return 16 * warp + lane / 4 + 8 * ((lane >> 1) & 1);
-    }
-
-    template <bool kPositive>
-    __device__ __forceinline__ static void partial_sums(const float (&acc)[kNumAccum], const float (&wr)[kNumWeights],
-                                                        float sf_lo, float sf_hi, float& v_lo, float& v_hi) {
-        float lo[2] = {0.0f, 0.0f}, hi[2] = {0.0f, 0.0f};  // two chains per row: half the FMA depth
-#pragma unroll
-        for (uint32_t j = 0; j < kHeads / 8; ++j) {
-#pragma unroll
-            for (uint32_t e = 0; e < 2; ++e) {
-                const float a_lo = kPositive ? acc[4 * j + e] : acc[4 * j + e] * sf_lo;
-                const float a_hi = kPositive ? acc[4 * j + 2 + e] : acc[4 * j + 2 + e] * sf_hi;
-                lo[e] = fmaf(fmaxf(a_lo, 0.0f), wr[2 * j + e], lo[e]);
-                hi[e] = fmaf(fmaxf(a_hi, 0.0f), wr[2 * j + e], hi[e]);
-            }
-        }
-        v_lo = lo[0] + lo[1];
-        v_hi = hi[0] + hi[1];
-    }
-
-    __device__ __forceinline__ static void reduce(const float (&acc)[kNumAccum], const float (&wr)[kNumWeights],
-                                                  float sf_lo, float sf_hi, uint32_t lane, float (&out)[kOutPerLane]) {
-        // As MqaHeadReduce: non-negative scales (amax / 448) scale once per result.
-        const bool positive = __all_sync(0xffffffffu, sf_lo >= 0.0f && sf_hi >= 0.0f);
-        float v_lo, v_hi;
-        if (positive) partial_sums<true>(acc, wr, sf_lo, sf_hi, v_lo, v_hi);
-        else partial_sums<false>(acc, wr, sf_lo, sf_hi, v_lo, v_hi);
-        const bool upper = (lane & 2) != 0;
-        float v = (upper ? v_hi : v_lo) + __shfl_xor_sync(0xffffffffu, upper ? v_lo : v_hi, 2);
-        v += __shfl_xor_sync(0xffffffffu, v, 1);
-        out[0] = positive ? v * (upper ? sf_hi : sf_lo) : v;
-    }
-};
 
 // Dynamic shared memory from a 1024-byte aligned base:
 //   [q slot x 2 per math warpgroup] [KV tile x kStages] [scales x kStages] [scratch word per
@@ -167,16 +109,6 @@ struct SmemLayout {
     __device__ __forceinline__ uint64_t* q_empty(uint32_t wg, uint32_t i) const {
         return bar(2 * kStages + (kNumMathWG + wg) * kQSlots + i);
     }
-};
-
-// The head reduction of kTokens query tokens per wgmma.
-template <uint32_t kHeads, uint32_t kTokens>
-struct HeadReduceOf {
-    using type = epilogue::MqaHeadReduce<kHeads, kTokens>;
-};
-template <uint32_t kHeads>
-struct HeadReduceOf<kHeads, 1> {
-    using type = SingleTokenHeadReduce<kHeads>;
 };
 
 // One schedule item: split s (tokens [256 s, 256 s + 256) clipped to len) of batch b.
@@ -266,7 +198,7 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
                   "setmaxnreg budgets over the entry allocation");
     static_assert(launch_smem_fits<Layout>(), "the launch allocates less shared memory than this layout");
     using Mma = ptx::WgmmaE4M3<kN>;
-    using Reduce = typename HeadReduceOf<kHeads, kTokens>::type;
+    using Reduce = epilogue::MqaHeadReduce<kHeads, kTokens>;
 
     extern __shared__ uint8_t smem_raw[];
     const Layout smem(smem_raw);
@@ -371,8 +303,8 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
         PipeState<kStages> pipe;
         uint32_t q_uses = 0, my_batch = ~0u;
         // Per result of this lane (Reduce's out[i]): its logits row offset (token) and tile row,
-        // fixed per lane, and the tokens its query token sees (per batch; 0: not stored, e.g.
-        // the padding token of an odd next_n).
+        // fixed per lane, and the tokens its query token sees (per batch; 0: not stored: the
+        // padding token of next_n = 3, or a lane that holds a copy, not the owner, at next_n = 1).
         uint32_t out_tok[Reduce::kOutPerLane], out_row[Reduce::kOutPerLane], out_len[Reduce::kOutPerLane];
 #pragma unroll
         for (uint32_t i = 0; i < Reduce::kOutPerLane; ++i) {
@@ -397,7 +329,7 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
                                      static_cast<uint32_t>(weights_stride), kNextN, lane, wr);
 #pragma unroll
                 for (uint32_t i = 0; i < Reduce::kOutPerLane; ++i) {
-                    const uint32_t len = out_tok[i] < kNextN
+                    const uint32_t len = out_tok[i] < kNextN && Reduce::out_owner(lane)
                                              ? paged_mqa::token_kv_len(context_lens, cur.b, out_tok[i], kNextN, lens_2d)
                                              : 0u;
                     out_len[i] = min(len, max_context_len);

@@ -11,10 +11,10 @@ from typing import Any
 import torch
 
 from ..protocol import LaunchTimer, describe_error, measure_case, short_status
-from . import bf16, bf16_grouped, einsum, fp8, fp8_backward, grouped
+from . import bf16, bf16_grouped, einsum, fp8, fp8_backward, grouped, indexer
 
 REGISTRY = {suite.name: suite for suite in (fp8.SUITE, fp8_backward.SUITE, grouped.SUITE, bf16.SUITE,
-                                             bf16_grouped.SUITE, einsum.SUITE)}
+                                             bf16_grouped.SUITE, einsum.SUITE, indexer.SUITE)}
 
 SUITES = tuple(REGISTRY)  # the --suite choices, in the order of --suite all
 # Each suite's calc_diff threshold.
