@@ -144,6 +144,14 @@ def _masked(max_m=128, n=N, k=K, g=G) -> dict[str, Any]:
                 d=_e(g, max_m, n, dtype=torch.bfloat16), masked_m=_e(g, dtype=torch.int32), expected_m=64)
 
 
+def _paged_mqa() -> dict[str, Any]:
+    """The paged MQA logits: B = 4, next_n = 1, H = 64, D = 128, 40 pages of 64 tokens."""
+    torch = _torch()
+    return dict(q=_e(4, 1, 64, 128, dtype=torch.float8_e4m3fn), kv_cache=_e(40, 64, 1, 132, dtype=torch.uint8),
+                weights=_e(4, 64), context_lens=_e(4, dtype=torch.int32), block_table=_e(4, 16, dtype=torch.int32),
+                schedule_meta=_e(133, 2, dtype=torch.int32), max_context_len=100)
+
+
 def _kgrouped(tn: bool, m=M, n=N, ks=(256, 128)) -> dict[str, Any]:
     torch = _torch()
     fp8 = torch.float8_e4m3fn
@@ -223,6 +231,13 @@ def _specs() -> dict[str, tuple[Callable[[], dict], dict[str, str]]]:
     for name in ("fp8_mqa_logits", "fp8_fp4_mqa_logits"):
         s[name] = (_mqa_logits, {"q": "tensor", "kv": "pair", "weights": "tensor", "cu_seq_len_k_start": "tensor",
                                  "cu_seq_len_k_end": "tensor", "clean_logits": "bool", "max_seqlen_k": "nonneg_int"})
+    paged = {"q": "tensor", "kv_cache": "tensor", "weights": "tensor", "context_lens": "tensor", "block_table": "tensor",
+             "schedule_meta": "tensor", "max_context_len": "nonneg_int", "clean_logits": "bool", "indices": "opt_tensor"}
+    s["fp8_paged_mqa_logits"] = (_paged_mqa, paged)
+    s["fp8_fp4_paged_mqa_logits"] = (_paged_mqa, paged)
+    s["get_paged_mqa_logits_metadata"] = (
+        lambda: dict(context_lens=_e(4, dtype=_torch().int32), block_kv=64, num_sms=132),
+        {"context_lens": "tensor", "block_kv": "pos_int", "num_sms": "pos_int", "indices": "opt_tensor"})
     s["get_mn_major_tma_aligned_tensor"] = (lambda: dict(sf=_e(M, 2)), {"sf": "tensor"})
     s["get_mn_major_tma_aligned_packed_ue8m0_tensor"] = (lambda: dict(sf=_e(M, 2)),
                                                          {"sf": "tensor", "psum_layout": "opt_tensor"})
@@ -440,6 +455,8 @@ def generate(seed: int = SEED) -> list[Case]:
             # the k-grouped nt operands are "sum(ks) * M elements, contiguous", whatever the rank.
             valid = (2, 3) if short in ("get_mn_major_tma_aligned_tensor",
                                         "get_mn_major_tma_aligned_packed_ue8m0_tensor") else ()
+            if short == "get_paged_mqa_logits_metadata":
+                valid = (1, 2)  # context_lens [B] or [B, next_n]
             if short == "k_grouped_fp8_gemm_nt_contiguous" and idx == 0:
                 valid = (1, 2, 3, 4)
             for desc, v in _rank_variants(t, valid):
@@ -458,6 +475,12 @@ def generate(seed: int = SEED) -> list[Case]:
                     shapes = [(desc, v) for desc, v in shapes if not desc.startswith("shape[0]")]
                 if short == "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor" and param == "sf":
                     shapes = [(d, v) for d, v in shapes if d != "shape[1]+128"]  # another mn (a multiple of 4): valid
+                if short == "get_paged_mqa_logits_metadata":
+                    shapes = []  # any batch, any next_n
+                elif "paged_mqa" in short and param in ("kv_cache", "block_table", "schedule_meta"):
+                    # More or fewer cache blocks, table columns or CTAs are valid (not the other sizes).
+                    free = {"kv_cache": "shape[0]", "block_table": "shape[1]", "schedule_meta": "shape[0]"}[param]
+                    shapes = [(d, v) for d, v in shapes if not d.startswith(free)]
                 for desc, v in rng.sample(shapes, k=min(3, len(shapes))):
                     add(name, "shape", lab, desc, _mk(base_fn, param, idx, v))
             if param in ("a", "b", "d") and idx in (None, 0) and not short.startswith("k_grouped"):

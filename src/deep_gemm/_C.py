@@ -16,6 +16,7 @@ This module only loads the extension and gathers the families' names:
 * ``_cublaslt``: cuBLASLt GEMMs;
 * ``_einsum``: einsum and fp8_einsum;
 * ``_mqa_logits``: the V3.2 indexer's dense MQA logits;
+* ``_paged_mqa_logits``: the V3.2 indexer's paged (decode) MQA logits and their schedule;
 * ``_hyperconnection``: the TF32 HyperConnection prenorm GEMM;
 * ``_sm100``: SM100-only upstream names, present and raising a clear error.
 
@@ -75,8 +76,10 @@ from . import _fake, _jit  # noqa: E402
 _jit.configure()
 _fake.register()
 
-from . import _bf16_gemm, _cublaslt, _einsum, _fp8_gemm, _grouped, _hyperconnection, _k_grouped, _mqa_logits  # noqa: E402
-from . import _runtime, _sf_layout, _sm100  # noqa: E402
+from . import (  # noqa: E402
+    _bf16_gemm, _cublaslt, _einsum, _fp8_gemm, _grouped, _hyperconnection, _k_grouped, _mqa_logits, _paged_mqa_logits,
+    _runtime, _sf_layout, _sm100,
+)
 from ._runtime import *  # noqa: E402,F401,F403
 from ._sf_layout import *  # noqa: E402,F401,F403
 from ._fp8_gemm import *  # noqa: E402,F401,F403
@@ -86,10 +89,11 @@ from ._bf16_gemm import *  # noqa: E402,F401,F403
 from ._cublaslt import *  # noqa: E402,F401,F403
 from ._einsum import *  # noqa: E402,F401,F403
 from ._mqa_logits import *  # noqa: E402,F401,F403
+from ._paged_mqa_logits import *  # noqa: E402,F401,F403
 from ._hyperconnection import *  # noqa: E402,F401,F403
 from ._sm100 import *  # noqa: E402,F401,F403
 
 # In this order in __all__ (the stub sorts them).
 _FAMILIES = (_runtime, _sf_layout, _fp8_gemm, _grouped, _k_grouped, _bf16_gemm, _cublaslt, _einsum, _mqa_logits,
-             _hyperconnection, _sm100)
+             _paged_mqa_logits, _hyperconnection, _sm100)
 __all__ = [name for family in _FAMILIES for name in family.__all__]

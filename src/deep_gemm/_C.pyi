@@ -15,6 +15,7 @@
 #   deep_gemm::fp8_gemm_nt_skip_head_mid(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, int[] head_splits, str compiled_dims="nk") -> ()
 #   deep_gemm::fp8_mqa_logits(Tensor q, Tensor kv, Tensor kv_sf, Tensor weights, Tensor cu_seq_len_k_start, Tensor cu_seq_len_k_end, Tensor(a!) logits, bool clean_logits, int max_seqlen_k) -> ()
 #   deep_gemm::fp8_mqa_logits_build(int heads, int head_dim, str out, str form) -> str
+#   deep_gemm::fp8_paged_mqa_logits(Tensor q, Tensor kv_cache, Tensor weights, Tensor context_lens, Tensor block_table, Tensor schedule_meta, int max_context_len, bool clean_logits=False, bool bf16_logits=False) -> Tensor
 #   deep_gemm::get_block_size_multiple_of() -> int[]
 #   deep_gemm::get_device_sm_count() -> int
 #   deep_gemm::get_ignore_compile_dims() -> bool
@@ -23,6 +24,7 @@
 #   deep_gemm::get_mn_major_tma_aligned_packed_ue8m0_tensor(Tensor sf, Tensor? psum_layout=None) -> Tensor
 #   deep_gemm::get_mn_major_tma_aligned_tensor(Tensor sf) -> Tensor
 #   deep_gemm::get_num_sms() -> int
+#   deep_gemm::get_paged_mqa_logits_metadata(Tensor context_lens, int block_kv, int num_sms) -> Tensor
 #   deep_gemm::get_pdl() -> bool
 #   deep_gemm::get_tc_util() -> int
 #   deep_gemm::get_theoretical_mk_alignment_for_contiguous_layout(int expected_m=0) -> int
@@ -40,6 +42,7 @@
 #   deep_gemm::m_grouped_fp8_gemm_build(str layout, int m, int n, int k, int num_groups, int expected_m, int num_sms, str compiled_dims) -> str
 #   deep_gemm::m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor grouped_layout, str compiled_dims="nk", bool use_psum_layout=False, int? expected_m_for_psum_layout=None, bool ensure_zero_padding=False) -> ()
 #   deep_gemm::m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, Tensor masked_m, int expected_m, str compiled_dims="nk") -> ()
+#   deep_gemm::paged_mqa_logits_build(int next_n, int num_heads, int head_dim, str logits_dtype) -> str[]
 #   deep_gemm::set_block_size_multiple_of(int block_m, int block_n) -> ()
 #   deep_gemm::set_ignore_compile_dims(bool ignore) -> ()
 #   deep_gemm::set_mk_alignment_for_contiguous_layout(int alignment) -> ()
@@ -135,6 +138,10 @@ def fp8_fp4_mqa_logits(q: Any, kv: tuple[torch.Tensor, torch.Tensor], weights: t
     """:func:`fp8_mqa_logits` with the logits in ``logits_dtype`` (torch.float32 or"""
     ...
 
+def fp8_fp4_paged_mqa_logits(q: Any, kv_cache: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor, block_table: torch.Tensor, schedule_meta: torch.Tensor, max_context_len: int, clean_logits: bool = False, logits_dtype: torch.dtype = torch.float32, indices: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Paged MQA logits (see the module doc): returns ``[B * next_n, max_context_len]`` of"""
+    ...
+
 def fp8_gemm_nn(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor, c: Optional[torch.Tensor] = None, recipe: Optional[tuple[int, int, int]] = None, recipe_a: Optional[tuple[int, int]] = None, recipe_b: Optional[tuple[int, int]] = None, compiled_dims: str = 'nk', disable_ue8m0_cast: bool = False, *, alpha: Optional[float] = None) -> None:
     """:func:`fp8_gemm_nt` with B given as ``[K, N]`` (and its scales transposed alike)."""
     ...
@@ -161,6 +168,10 @@ def fp8_m_grouped_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tuple[
 
 def fp8_mqa_logits(q: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor], weights: torch.Tensor, cu_seq_len_k_start: torch.Tensor, cu_seq_len_k_end: torch.Tensor, clean_logits: bool = True, max_seqlen_k: int = 0) -> torch.Tensor:
     """MQA logits of the V3.2 indexer, FP32: ``q`` ``[S, H, D]`` float8_e4m3fn contiguous (H in"""
+    ...
+
+def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch.Tensor, context_lens: torch.Tensor, block_table: torch.Tensor, schedule_meta: torch.Tensor, max_context_len: int, clean_logits: bool = False, indices: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """:func:`fp8_fp4_paged_mqa_logits` with FP8 ``q`` and float32 logits (upstream's older name)."""
     ...
 
 def get_jit() -> deep_gemm._jit.JitInfo:
@@ -190,6 +201,10 @@ def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:
 
 def get_num_sms() -> int:
     """The SM cap set by :func:`set_num_sms`, else the current device's SM count."""
+    ...
+
+def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num_sms: int, indices: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """The schedule of :func:`fp8_paged_mqa_logits`: int32 ``[num_sms + 1, 2]`` on the GPU."""
     ...
 
 def get_pdl() -> bool:

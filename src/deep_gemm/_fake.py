@@ -39,10 +39,13 @@ _TENSOR_OPS: dict[str, tuple[str, ...]] = {
     "get_mn_major_tma_aligned_packed_ue8m0_tensor": ("sf", "psum_layout"),
     "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor": ("sf", "grouped_layout"),
     "fp8_mqa_logits": ("q", "kv", "kv_sf", "weights", "cu_seq_len_k_start", "cu_seq_len_k_end", "logits"),
+    "get_paged_mqa_logits_metadata": ("context_lens",),
+    "fp8_paged_mqa_logits": ("q", "kv_cache", "weights", "context_lens", "block_table", "schedule_meta"),
 }
 # The ops that return a fresh tensor (the GEMMs write into d and return nothing).
 _RETURNS_TENSOR = ("get_mn_major_tma_aligned_tensor", "get_mn_major_tma_aligned_packed_ue8m0_tensor",
-                   "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor")
+                   "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor", "get_paged_mqa_logits_metadata",
+                   "fp8_paged_mqa_logits")
 # The C++ kernels do not depend on the dispatch key they are reached through: CPU's
 # entry is the CompositeExplicitAutograd kernel (Meta's is the Python impl below).
 _CPP_KEYSET = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
@@ -110,10 +113,20 @@ def _arg(args: tuple, kwargs: dict, op: Any, name: str) -> Any:
 def _fake_result(name: str, args: tuple, kwargs: dict, meta_out: Any) -> Any:
     if name not in _RETURNS_TENSOR:
         return None  # the GEMMs write into d and return nothing
-    sf = args[0] if args else kwargs["sf"]
+    sf = args[0] if args else kwargs[_TENSOR_OPS[name][0]]  # the first tensor: the result's device
     if meta_out is not None:
         return torch.empty_strided(meta_out.shape, meta_out.stride(), dtype=meta_out.dtype, device=sf.device)
     # Symbolic shapes: the layouts the C++ ops build.
+    if name == "get_paged_mqa_logits_metadata":
+        op = getattr(torch.ops, _NS).get_paged_mqa_logits_metadata.default
+        return sf.new_empty((_arg(args, kwargs, op, "num_sms") + 1, 2), dtype=torch.int32)
+    if name == "fp8_paged_mqa_logits":
+        op = getattr(torch.ops, _NS).fp8_paged_mqa_logits.default
+        width, bf16 = _arg(args, kwargs, op, "max_context_len"), _arg(args, kwargs, op, "bf16_logits")
+        per_kb = 512 if bf16 else 256  # rows: whole 256-token splits, then whole 1024 bytes
+        pitch = -(-(-(-width // 256) * 256) // per_kb) * per_kb
+        out = sf.new_empty((sf.shape[0] * sf.shape[1], pitch), dtype=torch.bfloat16 if bf16 else torch.float32)
+        return out[:, :width]
     if name == "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor":
         op = getattr(torch.ops, _NS).get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor.default
         ks, gran_k = _arg(args, kwargs, op, "ks_cpu"), _arg(args, kwargs, op, "gran_k")

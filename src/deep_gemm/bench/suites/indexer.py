@@ -1,4 +1,5 @@
-"""The indexer suite: the V3.2 indexer's prefill MQA logits (``fp8_mqa_logits``, clean logits)
+"""The indexer suite: the V3.2 indexer's prefill MQA logits (here) and its paged decode
+(``indexer_paged``). Prefill: the MQA logits (``fp8_mqa_logits``, clean logits)
 at H = 64, D = 128 with causal-like windows (query i sees keys [0, S_kv - S + i), as upstream's bench) and with the
 context-parallel windows of upstream's bench (two chunks of a rank's queries, each ending at
 its own offset), against a torch implementation of the same function in the same run.
@@ -15,6 +16,7 @@ from typing import Any
 import torch
 
 from ..protocol import Case, Peer, Suite, get_op, row_meta
+from . import indexer_paged
 
 NAME = "indexer"
 MAX_DIFF = 1e-5
@@ -97,6 +99,8 @@ def indexer_case(dg: Any, seq_len: int, seq_len_kv: int, kind: str) -> Case:
 def cases(dg: Any, seed: int):
     for s, skv, kind in SETS:
         yield f"{NAME} S={s} S_kv={skv} {kind}", (lambda s=s, skv=skv, kind=kind: indexer_case(dg, s, skv, kind))
+    # The decode half: paged MQA logits (indexer_paged.py).
+    yield from indexer_paged.cases(dg, seed)
 
 
 SUITE = Suite(NAME, MAX_DIFF, cases)
