@@ -136,3 +136,20 @@ def test_warmup_bf16_suite(tmp_path):
     # clusters; M = 4096 fills them whole.
     assert split[(128, 2112, 7168)] and split[(128, 4096, 7168)], split
     assert not any(s for (m, _, _), s in split.items() if m == 4096), split
+
+
+def test_warmup_indexer_and_hc_suites(tmp_path):
+    # The V3.2 indexer (prefill forms, paged next_n 1-4 with their clean and schedule kernels)
+    # and the HC prenorm shapes, compiled without a GPU under the ptxas check.
+    env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path), DG_JIT_PTXAS_CHECK="1")
+    cmd = [sys.executable, "-m", "deep_gemm.warmup", "--num-sms", "132", "--suite", "indexer", "--suite", "hc"]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    names = {line.split()[-2] for line in lines}
+    assert all(line.split()[-1].startswith(str(tmp_path)) for line in lines), lines
+    assert {f"sm90_fp8_paged_mqa_logits_n{t}_h64_d128" for t in (1, 2, 3, 4)} <= {n.rsplit("_s", 1)[0] for n in names}
+    assert {"paged_mqa_logits_metadata", "paged_mqa_clean_logits_f32"} <= names
+    assert sum(n.startswith("sm90_fp8_mqa_logits_h64_d128") for n in names) == 3, names
+    assert any(n.startswith("sm90_tf32_hc_prenorm_gemm_n24") for n in names), names
+    assert len(lines) == 3 + 4 * 3 + 10, lines

@@ -4,6 +4,7 @@
     python -m deep_gemm.warmup --num-sms 132 --suite fp8
     python -m deep_gemm.warmup --num-sms 132 --suite grouped
     python -m deep_gemm.warmup --num-sms 132 --suite bf16
+    python -m deep_gemm.warmup --num-sms 132 --suite indexer --suite hc
     python -m deep_gemm.warmup --num-sms 132 --shape 4096,7168,16384 --shape 128,2112,7168:fp32
 
 For deployment images and CI: the kernels land in DG_JIT_CACHE_DIR exactly as
@@ -27,6 +28,16 @@ import time
 # The nine dense FP8 shapes of BENCH.md (M, N, K).
 FP8_SUITE = [(m, n, k) for m in (128, 4096) for (n, k) in ((2112, 7168), (24576, 1536), (7168, 16384), (4096, 7168))]
 FP8_SUITE.append((4096, 7168, 2048))
+
+# The V3.2 indexer at H = 64, D = 128 (DeepSeek V3.2's): the prefill kernels of every output
+# form (fp8_mqa_logits' FP32 logits; "clean" is its default), and the paged decode kernels of
+# next_n 1 to 4 (each with the -inf clean kernel and the schedule kernel).
+INDEXER_PREFILL_FORMS = ("clean", "plain", "compressed")
+INDEXER_NEXT_N = (1, 2, 3, 4)
+INDEXER_HEADS, INDEXER_HEAD_DIM = 64, 128
+
+# The hc suite's HyperConnection prenorm shapes (M, N, K): N = 24, K = 7168 and 28672.
+HC_SUITE = [(m, 24, k) for k in (7168, 28672) for m in (1, 128, 1024, 4096, 8192)]
 
 # The grouped sets of BENCH.md. Contiguous: (layout, groups, rows per group, N, K), costed
 # as M_sum = groups * rows (the kernel choice is stable around it); masked: (layout, groups,
@@ -174,8 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arch", default="sm_90a", help="target architecture (only sm_90a is supported)")
     ap.add_argument("--num-sms", type=_parse_num_sms, help="SM count of the target GPU (132 on H100/H200 SXM); "
                     "needed by --suite and --shape")
-    ap.add_argument("--suite", choices=["fp8", "grouped", "bf16"], action="append", default=[],
-                    help="a benchmark suite's shapes (bf16: the dense BF16 nt kernels of the fp8 suite's shapes)")
+    ap.add_argument("--suite", choices=["fp8", "grouped", "bf16", "indexer", "hc"], action="append", default=[],
+                    help="a benchmark suite's shapes (bf16: the dense BF16 nt kernels of the fp8 suite's shapes; "
+                         "indexer: the V3.2 indexer's prefill and paged decode kernels at H 64, D 128; hc: the "
+                         "HyperConnection prenorm GEMM's)")
     ap.add_argument("--shape", type=_parse_shape, action="append", default=[], help="M,N,K[:fp32]")
     ap.add_argument("--compiled-dims", default="nk")
     ap.add_argument("--k-grouped-compiled-dims", default="mn",
@@ -188,9 +201,11 @@ def main(argv: list[str] | None = None) -> int:
         shapes += [(m, n, k, False) for (m, n, k) in FP8_SUITE]
     grouped = GROUPED_SUITE if "grouped" in args.suite else []
     bf16 = FP8_SUITE if "bf16" in args.suite else []
-    if not shapes and not grouped and not bf16 and not args.from_record:
+    indexer = "indexer" in args.suite
+    hc = HC_SUITE if "hc" in args.suite else []
+    if not shapes and not grouped and not bf16 and not indexer and not hc and not args.from_record:
         ap.error("nothing to compile: give --from-record, --suite and/or --shape")
-    if (shapes or grouped or bf16) and args.num_sms is None:
+    if (shapes or grouped or bf16 or indexer or hc) and args.num_sms is None:
         ap.error("--suite and --shape need --num-sms (the SM count of the GPU the kernels are for)")
     records = []
     for path in args.from_record:
@@ -212,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     rc = 0
     if records:
         rc = _warm_from_records(ap, records, {None: "recorded", "auto": ""}.get(args.backend, args.backend))
-    if not shapes and not grouped and not bf16:
+    if not shapes and not grouped and not bf16 and not indexer and not hc:
         return rc
     _jit.configure(backend="" if args.backend in (None, "auto") else args.backend)
     try:
@@ -270,7 +285,32 @@ def main(argv: list[str] | None = None) -> int:
         status = "cached" if name in seen else f"{time.perf_counter() - t0:6.2f} s"
         seen.add(name)
         print(f"{m:>6} x {n:>6} x {k:>6} bf16 (BF16 GEMM)  {status}  {name}  {path}", flush=True)
-    total = len(shapes) + len(grouped) + len(bf16)
+    if indexer:
+        for form in INDEXER_PREFILL_FORMS:
+            t0 = time.perf_counter()
+            name, path = build("--suite indexer", torch.ops.deep_gemm.fp8_mqa_logits_build, INDEXER_HEADS,
+                               INDEXER_HEAD_DIM, "fp32", form).split("\t")
+            status = "cached" if name in seen else f"{time.perf_counter() - t0:6.2f} s"
+            seen.add(name)
+            print(f"{'mqa logits ' + form:>24} H {INDEXER_HEADS} D {INDEXER_HEAD_DIM} fp32  {status}  {name}  {path}",
+                  flush=True)
+        for next_n in INDEXER_NEXT_N:
+            t0 = time.perf_counter()
+            for line in build("--suite indexer", torch.ops.deep_gemm.paged_mqa_logits_build, next_n, INDEXER_HEADS,
+                              INDEXER_HEAD_DIM, "float32"):
+                name, path = line.split("\t")
+                status = "cached" if name in seen else f"{time.perf_counter() - t0:6.2f} s"
+                seen.add(name)
+                print(f"{f'paged next_n {next_n}':>24} H {INDEXER_HEADS} D {INDEXER_HEAD_DIM} fp32  {status}  {name}  "
+                      f"{path}", flush=True)
+    for m, n, k in hc:
+        t0 = time.perf_counter()
+        name, path = build("--suite hc", torch.ops.deep_gemm.tf32_hc_prenorm_gemm_build, m, n, k, None,
+                           args.num_sms).split("\t")
+        status = "cached" if name in seen else f"{time.perf_counter() - t0:6.2f} s"
+        seen.add(name)
+        print(f"{m:>6} x {n:>6} x {k:>6} fp32 (HC prenorm)  {status}  {name}  {path}", flush=True)
+    total = len(shapes) + len(grouped) + len(bf16) + (len(INDEXER_PREFILL_FORMS) + len(INDEXER_NEXT_N)) * indexer + len(hc)
     print(f"warmup: {len(seen)} kernels for {total} shapes in {time.perf_counter() - t_all:.1f} s", file=sys.stderr)
     return rc
 
