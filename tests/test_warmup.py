@@ -153,3 +153,20 @@ def test_warmup_indexer_and_hc_suites(tmp_path):
     assert sum(n.startswith("sm90_fp8_mqa_logits_h64_d128") for n in names) == 3, names
     assert any(n.startswith("sm90_tf32_hc_prenorm_gemm_n24") for n in names), names
     assert len(lines) == 3 + 4 * 3 + 10, lines
+
+
+def test_two_processes_warm_one_empty_cache_at_once(tmp_path):
+    # A process per GPU sharing one empty DG_JIT_CACHE_DIR, both compiling the same kernels at
+    # the same time (the new families' and a BF16 split-K one): both succeed, one entry per key.
+    env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path))
+    cmd = [sys.executable, "-m", "deep_gemm.warmup", "--num-sms", "132", "--suite", "indexer", "--suite", "hc",
+           "--suite", "bf16"]
+    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=1800) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-3000:]
+    paths = [{line.split()[-2]: line.split()[-1] for line in out.strip().splitlines()} for out, _ in outs]
+    assert paths[0] == paths[1]  # the same kernel names, each in the same cache entry
+    entries = [e for e in os.listdir(os.path.join(tmp_path, "cache")) if not e.startswith(".")]
+    assert len(entries) == len(paths[0]), sorted(entries)
