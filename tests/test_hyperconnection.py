@@ -240,6 +240,20 @@ def test_matches_float64_reference(m, n, k, splits):
 
 
 @pytest.mark.gpu
+def test_shapes_in_turn_reuse_the_stream_workspace():
+    # Eager launches on one stream share one workspace whatever their configuration: 4096 rows
+    # (128-row tiles, 4 K parts) leave partials where 4097 rows (64-row tiles, 65 units) once
+    # found their counters, and that launch never stored its last tile.
+    for m in (4096, 4097, 1, 1024, 137, 4097, 8192, 13):
+        a, b = _inputs(m, 24, 7168)
+        d = torch.full((m, 24), float("nan"), device="cuda")
+        s = torch.full((m,), float("nan"), device="cuda")
+        deep_gemm.tf32_hc_prenorm_gemm(a, b, d, s)
+        torch.cuda.synchronize()
+        _check(a, b, d, s, label=f"m={m} after the shapes before it")
+
+
+@pytest.mark.gpu
 def test_more_splits_than_k_blocks_write_zeros():
     a, b = _inputs(100, 24, 128)  # 2 K blocks, 5 splits
     d = torch.full((5, 100, 24), float("nan"), device="cuda")

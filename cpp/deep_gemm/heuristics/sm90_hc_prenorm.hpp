@@ -7,7 +7,7 @@
 // keeps the most SMs streaming with the least time per CTA. Per CTA: its A bytes at its
 // share of DRAM bandwidth (capped per SM), B re-read from L2 by every M tile (so 128 rows
 // halve that traffic per A byte), plus a fixed fill and epilogue, and the K parts' reduction
-// through the workspace. One CTA per SM (the pipeline takes most of shared memory).
+// through the workspace (the last part reads all partials: L2 round trips and bytes). One CTA per SM (the pipeline takes most of shared memory).
 //
 // Pure C++17, no CUDA or torch headers.
 #pragma once
@@ -25,6 +25,7 @@ struct Sm90HcPrenormConfig : Sm90GemmConfig {
 
 constexpr int kSm90HcBlockK = 64;
 constexpr int kSm90HcThreads = 256 + 32;  // two math warpgroups and the producer warp
+constexpr double kSm90HcBlockLatency = 450.0;  // clocks of one warpgroup's K block (loads, wgmmas, wait)
 
 // One partial of a CTA: (N / 2 accumulators + 2 row sums) per result thread (2 per row).
 inline long sm90_hc_partial_bytes(int block_m, int n) { return static_cast<long>(n / 2 + 2) * block_m * 2 * 4; }
@@ -44,12 +45,16 @@ inline int sm90_hc_stages(int block_m, int n, int max_smem) {
     return stages;
 }
 
-// The global workspace of a launch with K parts: one int counter per unit (256-byte padded),
-// then units x parts partials. 0 without K parts.
+// The global workspace of a launch with K parts: one int counter per unit in a region of fixed
+// size at its start, then units x parts partials; 0 without K parts. The region is the same
+// for every configuration: the workspace of a stream is reused by launches of any shape, whose
+// partials must never land on counters that a later launch expects to find zero.
+constexpr int kSm90HcMaxPartUnits = 4096;  // units (tile, split) of a launch that splits K
+constexpr long kSm90HcCounterBytes = kSm90HcMaxPartUnits * 4;
 inline long sm90_hc_workspace_bytes(const Sm90HcPrenormConfig& c, int m, int num_splits) {
     if (c.num_parts <= 1) return 0;
     const long units = static_cast<long>(sm90_ceil_div(m, c.block_m)) * num_splits;
-    return sm90_align(units * 4, 256) + units * c.num_parts * sm90_hc_partial_bytes(c.block_m, c.block_n);
+    return kSm90HcCounterBytes + units * c.num_parts * sm90_hc_partial_bytes(c.block_m, c.block_n);
 }
 
 // force_*: developer knobs (0 = choose).
@@ -57,25 +62,39 @@ inline Sm90HcPrenormConfig choose_sm90_hc_prenorm_config(int m, int n, int k, in
                                                         int max_smem, int force_block_m = 0, int force_parts = 0) {
     const int k_blocks = sm90_ceil_div(k, kSm90HcBlockK);
     const int split_blocks = std::max(sm90_ceil_div(k_blocks, num_splits), 1);  // the largest split
-    // Per-SM clocks: DRAM shared by the active SMs, at most ~3x an SM's fair share; L2 -> SM.
-    const double sm_cap = 3.0 * kSm90DramBytesPerClk / std::max(num_sms, 1);
+    // Per-SM clocks: DRAM shared by the active SMs, at most ~2x an SM's fair share (H200: 64
+    // CTAs streamed 4096 x 7168 ~10% slower than 128); L2 -> SM.
+    const double sm_cap = 2.0 * kSm90DramBytesPerClk / std::max(num_sms, 1);
     Sm90HcPrenormConfig best;
     double best_cycles = 0.0;
     int best_active = 0;
     for (int block_m : {128, 64}) {
         if (force_block_m && block_m != force_block_m) continue;
         const long units = static_cast<long>(sm90_ceil_div(m, block_m)) * num_splits;
-        const int max_parts = force_parts ? force_parts : std::min(split_blocks, 64);
-        for (int parts = force_parts ? force_parts : 1; parts <= max_parts; ++parts) {
+        const int rows = std::min(m, block_m);  // a tile's rows that A has (the TMA reads no others)
+        // K parts need a counter per unit (kSm90HcMaxPartUnits of them); so many units fill the
+        // GPU without them.
+        const int max_parts = units > kSm90HcMaxPartUnits ? 1 : force_parts ? force_parts : std::min(split_blocks, 64);
+        for (int parts = force_parts && max_parts > 1 ? force_parts : 1; parts <= max_parts; ++parts) {
             const long ctas = units * parts;
             const int kb_cta = sm90_ceil_div(split_blocks, parts);
             const long waves = (ctas + num_sms - 1) / num_sms;
             const int active = static_cast<int>(std::min<long>(ctas, num_sms));
-            const double a_bytes = static_cast<double>(block_m) * kb_cta * kSm90HcBlockK * 2;
+            const double a_bytes = static_cast<double>(rows) * kb_cta * kSm90HcBlockK * 2;
             const double b_bytes = static_cast<double>(n) * kb_cta * kSm90HcBlockK * 4;
             const double per_sm = std::min(kSm90DramBytesPerClk / active, sm_cap);
-            const double cta = std::max(a_bytes / per_sm, (a_bytes + b_bytes) / kSm90L2BytesPerClk) + 1500.0 +
-                               (parts > 1 ? 800.0 : 0.0);
+            // K parts: a fence and a counter round trip, then the last part reads every part's
+            // partial from L2; each part costs ~150 clocks more (H200, 2026-12-03: M = 1 in
+            // 8.7 us with 16 parts, 9.7 with 32, 12.2 with 62).
+            const double reduce =
+                parts > 1 ? 800.0 + 150.0 * parts +
+                                static_cast<double>(parts) * sm90_hc_partial_bytes(block_m, n) / kSm90L2BytesPerClk
+                          : 0.0;
+            // A warpgroup's K block is a serial chain (its loads, 8 wgmmas, the wait): 128-row
+            // tiles put both warpgroups on every block, 64-row tiles alternate them.
+            const double math = kSm90HcBlockLatency * (block_m == 64 ? sm90_ceil_div(kb_cta, 2) : kb_cta);
+            const double cta =
+                std::max({a_bytes / per_sm, (a_bytes + b_bytes) / kSm90L2BytesPerClk, math}) + 1500.0 + reduce;
             const double cycles = waves * cta;
             // Within 5%: the one with clearly more SMs streaming, else the larger tile (less B
             // traffic) and the fewer parts (the loop order).

@@ -10,8 +10,9 @@
 //    float* sqr_sum, uint64 s_split_stride, float* workspace, int* counters)
 //   Tensor maps (128B swizzle): A bf16 [M][K] box 64 x block_m; B fp32 [N][K] box 32 x N.
 //   With num_parts > 1: a workspace of h::sm90_hc_workspace_bytes whose counters (its first
-//   bytes) are zero, and stay zero after the launch; it must not be shared by launches that
-//   may run at the same time (one per stream).
+//   h::kSm90HcCounterBytes, the same region for every configuration) are zero, and stay zero
+//   after the launch; it must not be shared by launches that may run at the same time (one
+//   per stream).
 #pragma once
 
 #include <string>
@@ -129,9 +130,8 @@ class Sm90HcPrenormLauncher {
     const auto parts = static_cast<uint32_t>(e.cfg.num_parts);
     const long ws_bytes = h::sm90_hc_workspace_bytes(e.cfg, p.m, p.num_splits);
     int* counters = ws_bytes > 0 ? static_cast<int*>(workspace(static_cast<size_t>(ws_bytes))) : nullptr;
-    const long units = static_cast<long>(h::sm90_ceil_div(p.m, e.cfg.block_m)) * p.num_splits;
-    float* partials = counters ? reinterpret_cast<float*>(reinterpret_cast<char*>(counters) + h::sm90_align(units * 4, 256))
-                               : nullptr;
+    float* partials =
+        counters ? reinterpret_cast<float*>(reinterpret_cast<char*>(counters) + h::kSm90HcCounterBytes) : nullptr;
     deep_jit::launch(*e.kernel, lc, m, kb, splits, parts, ma, mb, p.d, p.d_split_stride, ld_d, p.sqr_sum,
                      p.s_split_stride, partials, counters);
   }

@@ -98,8 +98,8 @@ __device__ __forceinline__ uint32_t lds_bf16_as_f32(const uint8_t* p) {
 }
 
 // The partial of thread t (N / 2 accumulators, then the row sums of rows r and r + 8) in a
-// thread-minor buffer of kThreads threads: written, and read back and added. kL2: the buffer
-// is global memory other CTAs wrote (read through L2, past this SM's L1).
+// thread-minor buffer of kThreads threads: written, and (from shared memory) read back and
+// added. The last part reads the global workspace's partials itself, several parts at once.
 template <uint32_t kNumAccum, uint32_t kThreads>
 __device__ __forceinline__ void put_partial(float* buf, uint32_t t, const float (&acc)[kNumAccum], float sq_lo,
                                             float sq_hi) {
@@ -108,14 +108,13 @@ __device__ __forceinline__ void put_partial(float* buf, uint32_t t, const float 
     buf[kNumAccum * kThreads + t] = sq_lo;
     buf[(kNumAccum + 1) * kThreads + t] = sq_hi;
 }
-template <uint32_t kNumAccum, uint32_t kThreads, bool kL2>
+template <uint32_t kNumAccum, uint32_t kThreads>
 __device__ __forceinline__ void add_partial(const float* buf, uint32_t t, float (&acc)[kNumAccum], float& sq_lo,
                                             float& sq_hi) {
-    const auto ld = [](const float* p) { return kL2 ? __ldcg(p) : *p; };
 #pragma unroll
-    for (uint32_t j = 0; j < kNumAccum; ++j) acc[j] += ld(buf + j * kThreads + t);
-    sq_lo += ld(buf + kNumAccum * kThreads + t);
-    sq_hi += ld(buf + (kNumAccum + 1) * kThreads + t);
+    for (uint32_t j = 0; j < kNumAccum; ++j) acc[j] += buf[j * kThreads + t];
+    sq_lo += buf[kNumAccum * kThreads + t];
+    sq_hi += buf[(kNumAccum + 1) * kThreads + t];
 }
 
 }  // namespace sm90_hc
@@ -244,12 +243,15 @@ __device__ __forceinline__ void sm90_tf32_hc_prenorm_gemm_impl(uint32_t m, uint3
         }
         ptx::named_barrier_sync(1, kNumMathThreads);
         if (wg == 1) return;
-        add_partial<kNumAccum, kResultThreads, false>(smem.xfer(), t, acc, sq_lo, sq_hi);
+        add_partial<kNumAccum, kResultThreads>(smem.xfer(), t, acc, sq_lo, sq_hi);
     }
 
+    const uint32_t row = m_tile * kBlockM + tile_row;
     if (num_parts > 1) {
         // Every part stores its partial and counts itself in (the fence makes the partial
         // visible GPU-wide before the count); the last adds all partials in part order.
+        // (A variant that skipped the rows past M, a decode-sized M's case, ran slower on the
+        // H200, 2026-12-03: 62 parts at M = 1 in 21.5 us against 12.2; not understood.)
         float* parts = workspace + static_cast<size_t>(unit) * num_parts * Layout::kPartialFloats * kResultThreads;
         put_partial<kNumAccum, kResultThreads>(parts + part * Layout::kPartialFloats * kResultThreads, t, acc, sq_lo,
                                                sq_hi);
@@ -266,12 +268,29 @@ __device__ __forceinline__ void sm90_tf32_hc_prenorm_gemm_impl(uint32_t m, uint3
 #pragma unroll
         for (uint32_t j = 0; j < kNumAccum; ++j) acc[j] = 0.0f;
         sq_lo = sq_hi = 0.0f;
-        for (uint32_t r = 0; r < num_parts; ++r)
-            add_partial<kNumAccum, kResultThreads, true>(parts + r * Layout::kPartialFloats * kResultThreads, t, acc,
-                                                         sq_lo, sq_hi);
+        // Up to 64 partials from L2: kPartBatch of them loaded before any is added, so the
+        // loop costs num_parts / kPartBatch L2 round trips, not num_parts (H200, 2026-12-03:
+        // 62 parts at M = 1 took 17.0 us one part at a time, 12.2 in batches). Added in part
+        // order; the zeros past the last part change no sum.
+        constexpr uint32_t kPartBatch = 8;
+        constexpr uint32_t kPartStride = Layout::kPartialFloats * kResultThreads;
+        for (uint32_t r = 0; r < num_parts; r += kPartBatch) {
+            float v[kPartBatch][Layout::kPartialFloats];
+#pragma unroll
+            for (uint32_t p = 0; p < kPartBatch; ++p)
+#pragma unroll
+                for (uint32_t j = 0; j < Layout::kPartialFloats; ++j)
+                    v[p][j] = r + p < num_parts ? __ldcg(parts + (r + p) * kPartStride + j * kResultThreads + t) : 0.0f;
+#pragma unroll
+            for (uint32_t p = 0; p < kPartBatch; ++p) {
+#pragma unroll
+                for (uint32_t j = 0; j < kNumAccum; ++j) acc[j] += v[p][j];
+                sq_lo += v[p][kNumAccum];
+                sq_hi += v[p][kNumAccum + 1];
+            }
+        }
     }
 
-    const uint32_t row = m_tile * kBlockM + tile_row;
     epilogue::store_tile<kN>(acc, d + split * d_split_stride, nullptr, ld_d, row, 0, m, kN, lane);
     if (q == 0) {
         float* s = sqr_sum + split * s_split_stride;
