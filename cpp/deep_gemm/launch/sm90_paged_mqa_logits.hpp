@@ -13,7 +13,7 @@
 //      uint32 max_blocks, const int* schedule_meta, const float* weights, uint64 weights_stride
 //      /*elements*/, OutT* logits, uint64 logits_stride /*elements*/, uint32 max_context_len,
 //      CUtensorMap q, CUtensorMap kv, CUtensorMap sf)
-//     Tensor maps: q u8 [B * next_n * H][D] box D x (next_n rounded up to even) * H, swizzle D
+//     Tensor maps: q u8 [B * next_n * H][D] box D x (1, or next_n rounded up to even) * H, swizzle D
 //     bytes; kv u8 rank 3 [num_kv_blocks][block_kv][D] (pitches D, kv_stride) box D x block_kv
 //     x 1, swizzle D bytes; sf f32 [num_kv_blocks][block_kv] (pitch kv_stride, base +
 //     block_kv * D) box block_kv x 1.
@@ -65,13 +65,14 @@ struct Sm90PagedMqaKernelSpec {
   int smem_bytes = 0;
 };
 
-// The query tokens of one wgmma: next_n rounded up to even (sm90_paged_mqa::padded_tokens).
-inline int sm90_paged_mqa_tokens(int next_n) { return next_n + next_n % 2; }
+// The query tokens of one wgmma: 1, or next_n rounded up to even (sm90_paged_mqa::padded_tokens).
+inline int sm90_paged_mqa_tokens(int next_n) { return next_n == 1 ? 1 : next_n + next_n % 2; }
 
 // The dynamic shared memory of impls/sm90_fp8_paged_mqa_logits.cuh's SmemLayout (mirror).
 inline int sm90_paged_mqa_smem_bytes(int next_n, int num_heads, int head_dim, int stages) {
   const int n = sm90_paged_mqa_tokens(next_n) * num_heads;
-  const int fixed = 2 * n * head_dim + 2 * 128 * 4 + 2 * 2 * 8;
+  // q: 2 slots per math warpgroup; scratch: a word per math thread; q barriers: 2 per slot.
+  const int fixed = 2 * 2 * n * head_dim + 2 * 128 * 4 + 2 * 2 * 2 * 8;
   const int per_stage = paged_mqa_detail::kTileKV * (head_dim + 4) + 2 * 8;
   return fixed + stages * per_stage + 1024;
 }

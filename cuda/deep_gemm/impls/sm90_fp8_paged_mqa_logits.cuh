@@ -14,14 +14,15 @@
 // through the shared TMA ring (one 3-D box per page: KV rows, one 2-D box: scales), and one
 // wgmma m64nNk32 chain per tile puts the 64 tokens on M and the query rows (token, head) on
 // N, q resident per batch. The head reduction is the shared epilogue
-// (epilogue/sm90_mqa_logits_reduce.cuh), along N in registers: it pairs query tokens, so an
-// odd next_n computes one more token (the next batch's q rows, or the TMA's zeros past the
-// last batch, with weights 0) and does not store it.
+// (epilogue/sm90_mqa_logits_reduce.cuh), along N in registers. It takes one token or pairs,
+// so next_n = 3 computes a fourth (the next batch's q rows, or the TMA's zeros past the last
+// batch, with weights 0) and does not store it.
 //
 // Block: two math warpgroups, then the producer warpgroup (its first warp: lane 0 issues the
-// TMA loads, all 32 lanes prefetch the next split's block-table entries). The math
-// warpgroups take a CTA's splits in turn (even ones: warpgroup 0); each has its own q slot,
-// loaded by the producer when its batch changes, and its batch's weights in registers.
+// TMA loads, all 32 lanes read the block-table entries of the splits 4 items ahead). The math
+// warpgroups take a CTA's splits in turn (even ones: warpgroup 0); each has two q slots,
+// loaded by the producer when its batch changes (the next batch's while the current one's
+// tiles are computed), and its batch's weights in registers.
 #pragma once
 #include <cuda_bf16.h>
 #include <deep_gemm/common/sm90_pipeline.cuh>
@@ -37,6 +38,13 @@ namespace sm90_paged_mqa {
 constexpr uint32_t kTileKV = 64;  // cached tokens per pipeline stage: M of the wgmma
 constexpr uint32_t kTilesPerSplit = paged_mqa::kSplitKV / kTileKV;
 constexpr uint32_t kNumMathWG = 2;
+constexpr uint32_t kQSlots = 2;           // q slots per math warpgroup: the next batch's q loads early
+constexpr uint32_t kPagePrefetch = 4;     // items whose block-table entries the producer reads ahead
+// setmaxnreg budgets: the producer walks two item sequences and holds kPagePrefetch table
+// slots, more than the GEMMs' 40-register producer holds without spilling; the math
+// warpgroups' widest case (N = 256: 128 accumulators, 64 weights) fits in 224.
+constexpr uint32_t kProducerRegs = 56;
+constexpr uint32_t kMathRegs = 224;
 constexpr uint32_t kCleanThreads = 256;   // blockDim.x of the clean kernel
 constexpr uint32_t kCleanChunk = 4096;    // logits columns per clean block (grid.y)
 
@@ -56,12 +64,12 @@ __device__ __forceinline__ uint64_t make_desc_k_major(const void* tile) {
     }
 }
 
-// The query tokens of one wgmma: next_n rounded up to even (the head reduction pairs them).
-constexpr uint32_t padded_tokens(uint32_t next_n) { return next_n + next_n % 2; }
+// The query tokens of one wgmma: 1, or next_n rounded up to even (MqaHeadReduce takes one or pairs).
+constexpr uint32_t padded_tokens(uint32_t next_n) { return next_n == 1 ? 1 : next_n + next_n % 2; }
 
 // Dynamic shared memory from a 1024-byte aligned base:
-//   [q slot x 2] [KV tile x kStages] [scales x kStages] [scratch word per math thread]
-//   [full, empty x kStages] [q_full, q_empty x 2]
+//   [q slot x 2 per math warpgroup] [KV tile x kStages] [scales x kStages] [scratch word per
+//   math thread] [full, empty x kStages] [q_full, q_empty x 2 per math warpgroup]
 // The host mirrors this in its shared-memory count (sm90_paged_mqa_logits.hpp).
 template <uint32_t kNextN, uint32_t kHeads, uint32_t kHeadDim, uint32_t kStages>
 struct SmemLayout {
@@ -70,11 +78,11 @@ struct SmemLayout {
     static constexpr uint32_t kKVBytes = kTileKV * kHeadDim;
     static constexpr uint32_t kSFBytes = kTileKV * 4;
     static constexpr uint32_t kQOff = 0;
-    static constexpr uint32_t kKVOff = kQOff + kNumMathWG * kQBytes;
+    static constexpr uint32_t kKVOff = kQOff + kNumMathWG * kQSlots * kQBytes;
     static constexpr uint32_t kSFOff = kKVOff + kStages * kKVBytes;
     static constexpr uint32_t kScratchOff = kSFOff + kStages * kSFBytes;
     static constexpr uint32_t kBarOff = kScratchOff + kNumMathWG * 128 * 4;
-    static constexpr uint32_t kTotalBytes = kBarOff + (2 * kStages + 2 * kNumMathWG) * 8;
+    static constexpr uint32_t kTotalBytes = kBarOff + (2 * kStages + 2 * kNumMathWG * kQSlots) * 8;
     static constexpr uint32_t kDynamicBytes = kTotalBytes + 1024;  // room to align the base
     static constexpr uint32_t kStageTxBytes = kKVBytes + kSFBytes;
     static_assert(kQBytes % 1024 == 0 && kKVBytes % 1024 == 0, "swizzled tiles keep 1024-byte alignment");
@@ -84,7 +92,9 @@ struct SmemLayout {
     uint8_t* base;
     __device__ __forceinline__ explicit SmemLayout(uint8_t* raw)
         : base(raw + ((1024u - (ptx::smem_addr(raw) & 1023u)) & 1023u)) {}
-    __device__ __forceinline__ uint8_t* q(uint32_t wg) const { return base + kQOff + wg * kQBytes; }
+    __device__ __forceinline__ uint8_t* q(uint32_t wg, uint32_t i) const {
+        return base + kQOff + (wg * kQSlots + i) * kQBytes;
+    }
     __device__ __forceinline__ uint8_t* kv(uint32_t s) const { return base + kKVOff + s * kKVBytes; }
     __device__ __forceinline__ float* sf(uint32_t s) const {
         return reinterpret_cast<float*>(base + kSFOff + s * kSFBytes);
@@ -93,8 +103,12 @@ struct SmemLayout {
     __device__ __forceinline__ uint64_t* bar(uint32_t i) const { return reinterpret_cast<uint64_t*>(base + kBarOff) + i; }
     __device__ __forceinline__ uint64_t* full(uint32_t s) const { return bar(s); }
     __device__ __forceinline__ uint64_t* empty(uint32_t s) const { return bar(kStages + s); }
-    __device__ __forceinline__ uint64_t* q_full(uint32_t wg) const { return bar(2 * kStages + wg); }
-    __device__ __forceinline__ uint64_t* q_empty(uint32_t wg) const { return bar(2 * kStages + kNumMathWG + wg); }
+    __device__ __forceinline__ uint64_t* q_full(uint32_t wg, uint32_t i) const {
+        return bar(2 * kStages + wg * kQSlots + i);
+    }
+    __device__ __forceinline__ uint64_t* q_empty(uint32_t wg, uint32_t i) const {
+        return bar(2 * kStages + (kNumMathWG + wg) * kQSlots + i);
+    }
 };
 
 // One schedule item: split s (tokens [256 s, 256 s + 256) clipped to len) of batch b.
@@ -180,7 +194,8 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
     constexpr uint32_t kNumMathThreads = kNumMathWG * 128;
     static_assert(kNextN >= 1 && kNextN <= 4, "next_n in [1, 4]");
     static_assert(kHeads == 32 || kHeads == 64, "32 or 64 heads");
-    static_assert(register_budgets_fit(kNumMathThreads, kProducerRegs, kMathRegs), "setmaxnreg budgets over the entry allocation");
+    static_assert(register_budgets_fit(kNumMathThreads, sm90_paged_mqa::kProducerRegs, sm90_paged_mqa::kMathRegs),
+                  "setmaxnreg budgets over the entry allocation");
     static_assert(launch_smem_fits<Layout>(), "the launch allocates less shared memory than this layout");
     using Mma = ptx::WgmmaE4M3<kN>;
     using Reduce = epilogue::MqaHeadReduce<kHeads, kTokens>;
@@ -189,8 +204,10 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
     const Layout smem(smem_raw);
     if (threadIdx.x == kNumMathThreads) {
         for (uint32_t wg = 0; wg < kNumMathWG; ++wg) {
-            ptx::mbar_init(smem.q_full(wg), 1);
-            ptx::mbar_init(smem.q_empty(wg), 4);  // one arrival per warp of the warpgroup
+            for (uint32_t i = 0; i < kQSlots; ++i) {
+                ptx::mbar_init(smem.q_full(wg, i), 1);
+                ptx::mbar_init(smem.q_empty(wg, i), 4);  // one arrival per warp of the warpgroup
+            }
         }
     }
     // A stage is consumed by one math warpgroup: 4 arrivals free it.
@@ -199,37 +216,47 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
 
     if (threadIdx.x >= kNumMathThreads) {
         // ---- producer: the first warp of the last warpgroup ----
-        ptx::setmaxnreg_dec<kProducerRegs>();
+        ptx::setmaxnreg_dec<sm90_paged_mqa::kProducerRegs>();
         if (threadIdx.x / 32 != kNumMathThreads / 32) return;
         const uint32_t lane = threadIdx.x % 32;
         const uint32_t pages_per_tile = kTileKV / block_kv;  // 1 (block_kv 64) or 2 (32)
         const uint32_t pages_per_split = paged_mqa::kSplitKV / block_kv;
-        // Lane i reads the block-table entry of page i of a split (-1: no page there). The
-        // next split's entries are loaded while this one's boxes are issued, so the table's
-        // latency stays off the TMA issue path.
+        // Lane i reads the block-table entry of page i of a split (-1: no page there), for the
+        // split kPagePrefetch items ahead of the one whose boxes it issues: the table is read
+        // from DRAM (cold), and one split's boxes take less time to issue than a loaded DRAM
+        // round trip, so a table read one split ahead capped the issue rate at one split per
+        // round trip. `ahead` walks the same items as `walker`, kPagePrefetch of them earlier.
         const auto load_pages = [&](const Split& x) -> int {
             const uint32_t page = x.s * pages_per_split + lane;
             const bool valid = lane < pages_per_split && page < max_blocks && page * block_kv < x.len;
             return valid ? __ldg(block_table + x.b * block_table_stride + page) : -1;
         };
+        SplitWalker ahead = walker;
+        const auto fetch = [&](int& slot) {
+            Split x{};
+            slot = ahead.next(x) ? load_pages(x) : -1;
+        };
         PipeState<kStages> pipe;
         uint32_t q_loads[kNumMathWG] = {0, 0};
         uint32_t q_batch[kNumMathWG] = {~0u, ~0u};
-        Split cur{};
-        bool have = walker.next(cur);
-        int pages = have ? load_pages(cur) : -1;
-        for (uint32_t item = 0; have; ++item) {
-            Split nxt{};
-            const bool have_next = walker.next(nxt);
-            const int pages_next = have_next ? load_pages(nxt) : -1;
+        uint32_t item = 0;
+        // One item: its q (when its warpgroup's batch changes) and its tiles; `slot` holds its
+        // block-table entries and is refilled with those of the item kPagePrefetch later.
+        const auto step = [&](int& slot) -> bool {
+            Split cur{};
+            if (!walker.next(cur)) return false;
+            const int pages = slot;  // waits for this lane's table read, issued kPagePrefetch items ago
+            fetch(slot);
             const uint32_t wg = item % kNumMathWG;
 #pragma unroll
             for (uint32_t g = 0; g < kNumMathWG; ++g) {  // constant indices: q_loads stays in registers
                 if (g != wg || q_batch[g] == cur.b) continue;
                 if (lane == 0) {
-                    ptx::mbar_wait_watchdog(smem.q_empty(g), (q_loads[g] & 1u) ^ 1u);
-                    ptx::mbar_arrive_expect_tx(smem.q_full(g), Layout::kQBytes);
-                    ptx::tma_load_2d(smem.q(g), tmap_q, smem.q_full(g), 0, static_cast<int32_t>(cur.b * kNextN * kHeads));
+                    const uint32_t i = q_loads[g] % kQSlots;
+                    ptx::mbar_wait_watchdog(smem.q_empty(g, i), ((q_loads[g] / kQSlots) & 1u) ^ 1u);
+                    ptx::mbar_arrive_expect_tx(smem.q_full(g, i), Layout::kQBytes);
+                    ptx::tma_load_2d(smem.q(g, i), tmap_q, smem.q_full(g, i), 0,
+                                     static_cast<int32_t>(cur.b * kNextN * kHeads));
                 }
                 ++q_loads[g];
                 q_batch[g] = cur.b;
@@ -252,23 +279,32 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
                     }
                 }
             }
-            cur = nxt;
-            pages = pages_next;
-            have = have_next;
-        }
+            ++item;
+            return true;
+        };
+        // kPagePrefetch slots in registers, each used by every kPagePrefetch-th item: the loop
+        // is unrolled over them so that every slot has a constant index.
+        static_assert(kPagePrefetch == 4, "the loop below names the four slots");
+        int slot0, slot1, slot2, slot3;
+        fetch(slot0);
+        fetch(slot1);
+        fetch(slot2);
+        fetch(slot3);
+        while (step(slot0) && step(slot1) && step(slot2) && step(slot3)) {}
     } else {
         // ---- math warpgroups ----
-        ptx::setmaxnreg_inc<kMathRegs>();
+        ptx::setmaxnreg_inc<sm90_paged_mqa::kMathRegs>();
         const MathThread me = math_thread();
         const uint32_t wg = me.wg, warp = me.warp, lane = me.lane;
         const uint32_t row = warp * 16 + lane / 4;  // this thread's scale rows: row, row + 8
-        const uint64_t desc_q = sm90_paged_mqa::make_desc_k_major<kHeadDim>(smem.q(wg));
+        const uint64_t desc_q0 = sm90_paged_mqa::make_desc_k_major<kHeadDim>(smem.q(wg, 0));
+        uint64_t desc_q = desc_q0;
         const uint64_t desc_kv0 = sm90_paged_mqa::make_desc_k_major<kHeadDim>(smem.kv(0));
         PipeState<kStages> pipe;
         uint32_t q_uses = 0, my_batch = ~0u;
         // Per result of this lane (Reduce's out[i]): its logits row offset (token) and tile row,
-        // fixed per lane, and the tokens its query token sees (per batch; 0: not stored, e.g.
-        // the padding token of an odd next_n).
+        // fixed per lane, and the tokens its query token sees (per batch; 0: not stored: the
+        // padding token of next_n = 3, or a lane that holds a copy, not the owner, at next_n = 1).
         uint32_t out_tok[Reduce::kOutPerLane], out_row[Reduce::kOutPerLane], out_len[Reduce::kOutPerLane];
 #pragma unroll
         for (uint32_t i = 0; i < Reduce::kOutPerLane; ++i) {
@@ -286,19 +322,21 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
                 continue;
             }
             if (cur.b != my_batch) {
-                // Every wgmma read of the previous batch's q is done (waited): hand the slot back.
-                if (my_batch != ~0u && lane == 0) ptx::mbar_arrive(smem.q_empty(wg));
+                // Every wgmma read of the previous batch's q is done (waited): hand its slot back.
+                if (my_batch != ~0u && lane == 0) ptx::mbar_arrive(smem.q_empty(wg, (q_uses - 1) % kQSlots));
                 my_batch = cur.b;
                 Reduce::load_weights(weights + static_cast<uint64_t>(cur.b) * kNextN * weights_stride,
                                      static_cast<uint32_t>(weights_stride), kNextN, lane, wr);
 #pragma unroll
                 for (uint32_t i = 0; i < Reduce::kOutPerLane; ++i) {
-                    const uint32_t len = out_tok[i] < kNextN
+                    const uint32_t len = out_tok[i] < kNextN && Reduce::out_owner(lane)
                                              ? paged_mqa::token_kv_len(context_lens, cur.b, out_tok[i], kNextN, lens_2d)
                                              : 0u;
                     out_len[i] = min(len, max_context_len);
                 }
-                ptx::mbar_wait_uniform(smem.q_full(wg), q_uses & 1u);
+                const uint32_t i = q_uses % kQSlots;
+                ptx::mbar_wait_uniform(smem.q_full(wg, i), (q_uses / kQSlots) & 1u);
+                desc_q = ptx::desc_advance(desc_q0, i * Layout::kQBytes);
                 ++q_uses;
             }
             OutT* out_rows = logits + static_cast<uint64_t>(cur.b) * kNextN * logits_stride;
