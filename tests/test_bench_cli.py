@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -94,6 +95,32 @@ def test_parse_args_defaults():
     assert not args.sequential  # interleaved timing unless asked
     assert bench.parse_args(["--suite", "grouped", "--repeats", "50"]).repeats == 50
     assert bench.parse_args(["--sequential"]).sequential
+
+
+def test_only_selects_rows_by_label(monkeypatch):
+    assert bench.parse_args(["--only", "paged B=64"]).only.pattern == "paged B=64"
+    assert bench.parse_args([]).only is None
+    with pytest.raises(SystemExit) as exc:
+        bench.parse_args(["--only", "(unclosed"])
+    assert exc.value.code == 2
+    built = []
+
+    def cases(dg, seed):
+        for label in ("paged B=1 next_n=1", "paged B=64 next_n=1", "indexer S=4096"):
+            def build(label=label):
+                built.append(label)
+                raise RuntimeError("no inputs on this machine")
+            yield label, build
+
+    from deep_gemm.bench import suites
+
+    monkeypatch.setitem(suites.REGISTRY, "fake", bench.Suite("fake", 1e-5, cases))
+    timer = None  # never reached: the row's build fails before it is timed
+    records = bench.run_suite(None, "fake", timer, seed=0, with_peers=False, log=print, only=re.compile("B=64"))
+    # Only the matching row is built (an unmatched row costs nothing, not even its inputs).
+    assert built == ["paged B=64 next_n=1"]
+    assert [(r["label"], r["status"]) for r in records] == [("paged B=64 next_n=1", "error")]
+    assert bench.run_suite(None, "fake", timer, seed=0, with_peers=False, log=print, only=re.compile("nothing")) == []
 
 
 # ---------------------------------------------------------------------------- shape sets
@@ -261,6 +288,26 @@ def test_measure_case_checks_all_then_times_the_correct_ones(monkeypatch, interl
     bf16 = rec["peers"]["torch_bf16"]
     assert bf16["status"] == "fail" and "us" not in bf16 and "speedup" not in bf16
     assert rec["peers"]["missing"] == {"available": False, "reason": "not in this torch"}
+
+
+def test_floors_are_timed_beside_ours_unchecked(monkeypatch):
+    timer, _ = fake_timer(monkeypatch, repeats=2, warmups=0)
+    launches = Launches()
+    case = launches.case()
+    case.peers = {}
+    case.floors = {"read_a": launches.fn("floor")}
+    rec = bench.measure_case(case, timer, with_peers=True)
+    # Never checked (it computes something else), timed in turn with ours.
+    assert launches.log == ["ours", "ours", "floor"] + ["ours", "floor"] * 2
+    floor = rec["floors"]["read_a"]
+    assert floor["us"] > 0 and floor["of_ours"] == pytest.approx(floor["us"] / rec["us"])
+    assert "read_a" not in rec["peers"] and "floor read_a" in bench.short_status(rec)
+    # A wrong op times nothing, its floors included.
+    launches = Launches(wrong=["ours"])
+    case = launches.case()
+    case.floors = {"read_a": launches.fn("floor")}
+    rec = bench.measure_case(case, timer, with_peers=False)
+    assert launches.log == ["ours"] and "floors" not in rec
 
 
 def test_measure_case_does_not_time_a_wrong_op(monkeypatch):
@@ -434,6 +481,9 @@ class ReferenceOps:
     def bf16_gemm_nt(self, a, b, d):
         d.copy_(a @ b.t())
 
+    def cublaslt_gemm_nt(self, a, b, d):
+        d.copy_(a @ b.t())
+
     def m_grouped_fp8_gemm_nt_contiguous(self, a, b, d, layout):
         a_f, b_f = self._dequant_a(a), self._dequant_b(b)
         for g in range(b_f.size(0)):
@@ -492,12 +542,14 @@ def test_wrong_or_raising_ops_are_failures_not_speeds():
         def bf16_gemm_nt(self, a, b, d):
             raise RuntimeError("deep_gemm.bf16_gemm_nt: unsupported shape")
 
+        cublaslt_gemm_nt = bf16_gemm_nt
+
     timer = bench.LaunchTimer(repeats=3, warmups=1)
     fp8 = bench.run_suite(Wrong(), "fp8", timer, seed=0, with_peers=False, log=print)
     assert all(r["status"] == "fail" and r["us"] is None and r["diff"] > 1 for r in fp8)
     bf16 = bench.run_suite(Wrong(), "bf16", timer, seed=0, with_peers=False, log=print)
     assert all(r["status"] == "error" and "unsupported shape" in r["reason"] for r in bf16)
-    assert bench.summarize(fp8 + bf16)["failures"] == 18
+    assert bench.summarize(fp8 + bf16)["failures"] == len(fp8) + len(bf16) == 27
 
 
 @pytest.mark.gpu

@@ -20,6 +20,7 @@ PEERS = {  # JSON peer name -> column heading
     "torch_bf16": "x torch bf16",
     "deep_gemm_dense_loop": "x dense loop",
     "torch_reference": "x torch reference",
+    "torch_paged": "x torch paged",
 }
 KINDS = {
     "fp8_gemm_nt": "dense",
@@ -33,6 +34,12 @@ KINDS = {
 }
 
 
+def read_floor(r):
+    """The row's floors (a torch read of the same bytes, timed beside ours): their time over ours."""
+    return "".join(f", {f['of_ours']:.0%} of the rate of {name} (torch, same run)"
+                   for name, f in r.get("floors", {}).items())
+
+
 def shape(r):
     kind = KINDS.get(r["op"], r["op"])
     if "->" in r["op"]:  # an einsum expression
@@ -41,7 +48,13 @@ def shape(r):
         return f"dense {r['m']}x{r['n']}x{r['k']}"
     if r["op"] == "tf32_hc_prenorm_gemm":  # memory-bound: a's bytes against the H200's copy bandwidth
         bw = f", a read at {r['floor_us'] / r['us']:.0%} of 4.3 TB/s" if r.get("floor_us") else ""
-        return f"hc prenorm {r['m']}x{r['n']}x{r['k']}{bw}"
+        return f"hc prenorm {r['m']}x{r['n']}x{r['k']}{bw}{read_floor(r)}"
+    if r["op"] == "fp8_mqa_logits":
+        return f"mqa logits S={r['m']} S_kv={r['n']} H={r['heads']} D={r['k']} ({r['windows']} windows)"
+    if r["op"] == "fp8_paged_mqa_logits":  # decode: the KV cache's bytes against copy bandwidth
+        bw = f", KV read at {r['kv_bytes'] / r['us'] / 1e6 / 4.3:.0%} of 4.3 TB/s" if r.get("kv_bytes") else ""
+        return (f"paged mqa logits B={r['batch']} next_n={r['next_n']} ctx={r['n']} H={r['heads']}{bw}"
+                f"{read_floor(r)}")
     if kind == "cublaslt dense":
         return f"cublaslt_gemm_nt {r['m']}x{r['n']}x{r['k']}"
     if kind == "k-grouped":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -55,9 +56,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--skip-extras", action="store_true", help="skip host overhead, JIT compile and import time measurements"
     )
+    parser.add_argument(
+        "--only",
+        metavar="REGEX",
+        help="run only the rows whose label (as the log prints it, e.g. 'paged B=64 next_n=1') "
+        "the regular expression matches (re.search)",
+    )
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.warmups < 0:
         parser.error("--repeats must be >= 1 and --warmups >= 0")
+    if args.only is not None:
+        try:
+            args.only = re.compile(args.only)
+        except re.error as exc:
+            parser.error(f"--only: not a regular expression: {exc}")
     return args
 
 
@@ -71,13 +83,19 @@ def run_benchmark(dg: Any, args: argparse.Namespace) -> dict[str, Any]:
         "order": "sequential" if args.sequential else "interleaved",
         "meets_min_repeats": args.repeats >= PROTOCOL_MIN_REPEATS,
     }
+    if args.only is not None:
+        result["protocol"]["only"] = args.only.pattern
     if args.repeats < PROTOCOL_MIN_REPEATS:
         log(f"warning: --repeats {args.repeats} is below the protocol minimum of {PROTOCOL_MIN_REPEATS}")
     timer = LaunchTimer(args.repeats, args.warmups)
     suites = SUITES if args.suite == "all" else (args.suite,)
     records = []
     for suite in suites:
-        records += run_suite(dg, suite, timer, args.seed, not args.no_peers, log, interleaved=not args.sequential)
+        records += run_suite(
+            dg, suite, timer, args.seed, not args.no_peers, log, interleaved=not args.sequential, only=args.only
+        )
+    if args.only is not None and not records:
+        log(f"warning: --only {args.only.pattern!r} matched no row of the chosen suites")
     result["records"] = records
     result["summary"] = summarize(records)
     if not args.skip_extras:

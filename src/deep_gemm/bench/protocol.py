@@ -31,6 +31,7 @@ PEER_ORDER = (PEER_CUBLASLT, PEER_BF16, PEER_DENSE_LOOP)
 PEER_LABELS = {PEER_CUBLASLT: "cuBLASLt", PEER_BF16: "bf16", PEER_DENSE_LOOP: "dense loop"}
 
 OURS = "deep_gemm"  # key of our op among the implementations a row times
+FLOOR_PREFIX = "floor:"  # keys of a row's floors (Case.floors) among them
 
 # ---------------------------------------------------------------------------- small helpers
 
@@ -190,6 +191,10 @@ class Case:
     reference: torch.Tensor | None = None
     skip_reason: str | None = None
     peers: dict[str, Peer] = field(default_factory=dict)
+    # Launches timed beside ours and the peers, not checked: operations that do part of our
+    # op's work (reading its inputs once, say), so their time is a floor for ours under the
+    # same protocol (the L2 flush leaves dirty lines whose write-back a read also pays).
+    floors: dict[str, Callable[[], Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -313,10 +318,19 @@ def measure_case(case: Case, timer: LaunchTimer, with_peers: bool = True, interl
     record["peers"] = {name: check_peer(peer, case) for name, peer in peers.items()}
     fns = {OURS: case.ours} if record["status"] == "ok" else {}
     fns.update({name: peers[name].run for name, r in record["peers"].items() if r.get("status") == "ok"})
-    for name, stats in time_launchers(fns, timer, interleaved).items():
+    floors = case.floors if record["status"] == "ok" else {}
+    fns.update({FLOOR_PREFIX + name: fn for name, fn in floors.items()})
+    timed = time_launchers(fns, timer, interleaved)
+    for name, stats in timed.items():
+        if name.startswith(FLOOR_PREFIX):
+            continue
         target = record if name == OURS else record["peers"][name]
         target.update(stats)
         target["tflops"] = tflops(case.flops, stats["us"])
+    if floors:
+        # of_ours: the floor's time over ours (1: ours takes no longer than the floor).
+        record["floors"] = {name: dict(timed[FLOOR_PREFIX + name], of_ours=timed[FLOOR_PREFIX + name]["us"] / record["us"])
+                            for name in floors}
     add_speedups(record)
     return record
 
@@ -324,4 +338,7 @@ def measure_case(case: Case, timer: LaunchTimer, with_peers: bool = True, interl
 def short_status(record: dict[str, Any]) -> str:
     if record.get("status") != "ok":
         return f"{record.get('status')} ({record.get('reason')})"
-    return f"{record['us']:.1f} us, {record['tflops']:.0f} TFLOP/s, diff {record['diff']:.2g}"
+    line = f"{record['us']:.1f} us, {record['tflops']:.0f} TFLOP/s, diff {record['diff']:.2g}"
+    for name, floor in record.get("floors", {}).items():
+        line += f", floor {name} {floor['us']:.1f} us ({floor['of_ours']:.2f} of ours)"
+    return line

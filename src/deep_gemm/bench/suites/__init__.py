@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -36,9 +37,13 @@ def run_suite(
     with_peers: bool,
     log: Callable[[str], None],
     interleaved: bool = True,
+    only: re.Pattern[str] | None = None,
 ) -> list[dict[str, Any]]:
+    """Measure each row of ``suite`` (those whose label ``only`` matches, when given)."""
     records = []
     for label, build in suite_cases(dg, suite, seed):
+        if only is not None and not only.search(label):
+            continue
         torch.manual_seed(seed)
         try:
             case = build()

@@ -7,7 +7,8 @@ relu, weighted head sum) timed as the peer. ``cases(dg, seed)`` yields the rows;
 
 The records carry the KV bytes read (``kv_bytes`` = B * context * (D + 4)) and the rate
 (``kv_tb_s``, filled by :func:`kv_rate`): decode at next_n = 1 is bound by reading the
-cache once, ~4.3 TB/s on the H200."""
+cache once, ~4.3 TB/s on the H200. The floor ``read_kv`` (a torch sum over the cache's bytes,
+timed beside ours) is that read under the same protocol, the flush's write-back included."""
 
 from __future__ import annotations
 
@@ -85,6 +86,9 @@ def paged_case(dg: Any, batch: int, next_n: int, context: int) -> Case:
             out[:] = [op(q, cache, weights, lens, table, meta, context)]
 
         case.ours, case.read_ours = ours, (lambda: out[0].masked_fill(~seen, 0))
+        # Reading the cache once (a torch sum over its bytes), under the same L2 flush.
+        flat = cache.view(-1).view(torch.float32)
+        case.floors = {"read_kv": lambda: flat.sum()}
     elif op is not None:
         case.skip_reason = reason
     return case
