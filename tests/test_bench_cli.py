@@ -557,6 +557,7 @@ def test_host_overhead_with_reference_ops():
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     results, errors = bench.measure_host_overhead(ReferenceOps())
-    assert set(results) == {"deep_gemm", "deep_gemm_prepared_sf", "cublaslt_blockwise", "torch_bf16"}
+    assert set(results) == {"deep_gemm", "deep_gemm_prepared_sf", "deep_gemm_bf16", "deep_gemm_cublaslt",
+                            "cublaslt_blockwise", "torch_bf16"}
     assert results["deep_gemm"] > 0 and results["torch_bf16"] > 0
     assert all(name in errors for name, value in results.items() if value is None)
