@@ -37,7 +37,8 @@ import random
 import re
 import subprocess
 import sys
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 import pytest
 
@@ -606,7 +607,7 @@ def run_all(seed: int = SEED) -> tuple[list[Case], dict[int, dict]]:
     batches = [ids[i:i + BATCH] for i in range(0, len(ids), BATCH)]
     results: dict[int, dict] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        for batch, (res, problem) in zip(batches, pool.map(lambda b: _run_batch(seed, b, BATCH_TIMEOUT_S), batches)):
+        for batch, (res, problem) in zip(batches, pool.map(lambda b: _run_batch(seed, b, BATCH_TIMEOUT_S), batches), strict=True):
             results.update(res)
             if problem is None:
                 continue

@@ -125,8 +125,8 @@ def test_fork_while_compiling_child_builds_same_kernel(tmp_path):
                     DG_TEST_SLOW_COMPILE="3")
     out = run_python(FORK_CHILD % (TINY, started), env, timeout=150)
     assert out.returncode == 0, out.stdout + out.stderr[-3000:]
-    child = [l for l in out.stdout.splitlines() if l.startswith("child built ")]
-    parent = [l for l in out.stdout.splitlines() if l.startswith("parent built ")]
+    child = [line for line in out.stdout.splitlines() if line.startswith("child built ")]
+    parent = [line for line in out.stdout.splitlines() if line.startswith("parent built ")]
     assert child and parent and child[0].split(" ", 2)[2] == parent[0].split(" ", 2)[2], out.stdout
     assert Path(child[0].split(" ", 2)[2]).read_bytes()[:4] == b"\x7fELF"
 

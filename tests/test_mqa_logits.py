@@ -271,7 +271,7 @@ def test_compressed(h, dtype):
     # A max_seqlen_k below a window's length keeps the first max_seqlen_k keys, writes no more.
     short = torch.full((s, 16), float("nan"), device="cuda")
     _op(q, kv, sf, w, ks, ke, short, False, 16)
-    row = int(torch.argmax((hi - lo)))
+    row = int(torch.argmax(hi - lo))
     assert not short[row].isnan().any()
 
 

@@ -168,7 +168,7 @@ def test_two_processes_warm_one_empty_cache_at_once(tmp_path):
     procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]
     outs = [p.communicate(timeout=1800) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (_, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err[-3000:]
     paths = [{line.split()[-2]: line.split()[-1] for line in out.strip().splitlines()} for out, _ in outs]
     assert paths[0] == paths[1]  # the same kernel names, each in the same cache entry

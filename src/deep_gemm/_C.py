@@ -44,7 +44,7 @@ def _extension_state(path: str = _LIB_PATH) -> dict[str, str]:
     ident = ctypes.CDLL(path).deep_gemm_extension_identity_v1
     ident.restype = ctypes.c_char_p
     fields = ident().decode("utf-8", "replace").split("\t")
-    return dict(zip(("path", "build_id", "state", "other_path", "other_build_id"), fields))
+    return dict(zip(("path", "build_id", "state", "other_path", "other_build_id"), fields, strict=False))
 
 
 def _load_extension() -> Any:

@@ -49,7 +49,7 @@ def _distinct_elements(fn: str, name: str, t: torch.Tensor) -> None:
     """No two indices of `t` share an element (no stride-0 or overlapping dimensions): the
     per-head views below cannot see overlap across heads."""
     extent = 1
-    for size, stride in sorted(((s, st) for s, st in zip(t.shape, t.stride()) if s > 1), key=lambda p: p[1]):
+    for size, stride in sorted(((s, st) for s, st in zip(t.shape, t.stride(), strict=True) if s > 1), key=lambda p: p[1]):
         if stride < extent:
             raise ValueError(f"deep_gemm.{fn}: {name}'s elements overlap (shape {list(t.shape)}, strides "
                              f"{list(t.stride())}): every index must name its own element")

@@ -9,7 +9,7 @@ sums in FP32. Memory-bound: the kernel reads ``a`` once.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 import torch
 

@@ -7,7 +7,9 @@
 // keeps the most SMs streaming with the least time per CTA. Per CTA: its A bytes at its
 // share of DRAM bandwidth (capped per SM), B re-read from L2 by every M tile (so 128 rows
 // halve that traffic per A byte), plus a fixed fill and epilogue, and the K parts' reduction
-// through the workspace (the last part reads all partials: L2 round trips and bytes). One CTA per SM (the pipeline takes most of shared memory).
+// through the workspace (a fixed cost, a cost per part, and the partials' bytes the last part
+// reads), and the warpgroups' serial K blocks. One CTA per SM (the pipeline takes most of
+// shared memory).
 //
 // Pure C++17, no CUDA or torch headers.
 #pragma once
