@@ -234,13 +234,7 @@ __device__ __forceinline__ void sm90_tf32_hc_prenorm_gemm_impl(uint32_t m, uint3
     const uint32_t t = threadIdx.x % kResultThreads;  // this thread's slot in a partial
     if constexpr (kSplitK) {
         // Warpgroup 1 hands its K blocks' sums to warpgroup 0.
-        if (wg == 1) {
-            float* xfer = smem.xfer();
-#pragma unroll
-            for (uint32_t j = 0; j < kNumAccum; ++j) xfer[j * kResultThreads + t] = acc[j];
-            xfer[kNumAccum * kResultThreads + t] = sq_lo;
-            xfer[(kNumAccum + 1) * kResultThreads + t] = sq_hi;
-        }
+        if (wg == 1) put_partial<kNumAccum, kResultThreads>(smem.xfer(), t, acc, sq_lo, sq_hi);
         ptx::named_barrier_sync(1, kNumMathThreads);
         if (wg == 1) return;
         add_partial<kNumAccum, kResultThreads>(smem.xfer(), t, acc, sq_lo, sq_hi);
