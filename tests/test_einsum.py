@@ -27,6 +27,8 @@ def test_supported_expressions_on_meta():
     deep_gemm.einsum("bhd,hdr->bhr", _meta(32, 8, 128), y, _meta(32, 8, 512))
     z = _meta(8, 128, 512, dtype=F32)
     deep_gemm.einsum("bhd,bhr->hdr", _meta(32, 8, 128), _meta(32, 8, 512), z, z)
+    deep_gemm.fp8_einsum("bhr,hdr->bhd", (_meta(64, 16, 512, dtype=FP8), _meta(64, 16, 4, dtype=F32)),
+                         (_meta(16, 128, 512, dtype=FP8), _meta(16, 1, 4, dtype=F32)), _meta(64, 16, 128))
 
 
 BAD = {
@@ -55,6 +57,16 @@ BAD = {
     "fp8 c": (lambda: deep_gemm.fp8_einsum("bhr,hdr->bhd", (_meta(4, 8, 128, dtype=FP8), _meta(4, 8, 1, dtype=F32)),
                                            (_meta(8, 128, 128, dtype=FP8), _meta(8, 1, 1, dtype=F32)),
                                            _meta(4, 8, 128), c=_meta(4, 8, 128)), "c must be None"),
+    # The heads are read in place: head h's rows of x start h * R bytes in, which the TMA
+    # needs on a 16-byte boundary.
+    "fp8 head stride": (lambda: deep_gemm.fp8_einsum("bhr,hdr->bhd", (_meta(4, 8, 120, dtype=FP8),
+                                                                      _meta(4, 8, 1, dtype=F32)),
+                                                     (_meta(8, 128, 128, dtype=FP8)[:, :, :120],
+                                                      _meta(8, 1, 1, dtype=F32)),
+                                                     _meta(4, 8, 128)), r"a.stride\(0\) \* 1 bytes must be a multiple of 16"),
+    "fp8 d dtype": (lambda: deep_gemm.fp8_einsum("bhr,hdr->bhd", (_meta(4, 8, 128, dtype=FP8), _meta(4, 8, 1, dtype=F32)),
+                                                 (_meta(8, 128, 128, dtype=FP8), _meta(8, 1, 1, dtype=F32)),
+                                                 _meta(4, 8, 128, dtype=F32)), "d must be torch.bfloat16"),
     "fp8 heads": (lambda: deep_gemm.fp8_einsum("bhr,hdr->bhd", (_meta(4, 8, 128, dtype=FP8), _meta(4, 8, 1, dtype=F32)),
                                                (_meta(4, 128, 128, dtype=FP8), _meta(4, 1, 1, dtype=F32)),
                                                _meta(4, 8, 128)), "head counts differ"),
@@ -148,9 +160,10 @@ def test_bhd_bhr_hdr_accumulates(bsz):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("bsz", [4, 128, 4096])
-def test_fp8_bhr_hdr_bhd(bsz):
-    h, r, dd = 8, 4096, 1024
+@pytest.mark.parametrize("h,r,dd", [(8, 4096, 1024), (128, 512, 128), (16, 448, 200)])
+@pytest.mark.parametrize("bsz", [4, 77, 128, 4096])
+def test_fp8_bhr_hdr_bhd(bsz, h, r, dd):
+    # (16, 448, 200): a partial last K block and a d width across two 128-column scale blocks.
     x, y = _randn(bsz, h, r), _randn(h, dd, r)
     xq, sfx = per_token_cast_to_fp8(x.view(-1, r), use_ue8m0=False)
     xq, sfx = xq.view(bsz, h, r), sfx.view(bsz, h, ceil_div(r, 128))

@@ -398,6 +398,26 @@ def test_m_grouped_masked_matches_reference(g, expected_m, n, k):
 
 
 @pytest.mark.gpu
+def test_m_grouped_masked_interleaved_groups():
+    """A and d as [max_m, G, .] tensors seen as [G, max_m, .] (the groups interleaved row by
+    row, as fp8_einsum passes its heads): every group's rows land in its own slice, rows >=
+    masked_m stay untouched, and the columns of d's padding are never written."""
+    torch.manual_seed(17)
+    g, max_m, n, k = 5, 300, 384, 640
+    rows = [300, 129, 0, 1, 257]
+    x = torch.randn(max_m, g, k, device="cuda", dtype=torch.bfloat16)
+    a, sfa = per_token_cast_to_fp8(x.view(-1, k), use_ue8m0=False)
+    a, sfa = a.view(max_m, g, k).transpose(0, 1), sfa.view(max_m, g, -1).transpose(0, 1)
+    b, sfb = _grouped_b(g, n, k)
+    base = torch.full((max_m, g, n + 64), float("nan"), device="cuda", dtype=torch.bfloat16)
+    d = base[:, :, :n].transpose(0, 1)
+    masked((a, sfa), (b, sfb), d, torch.tensor(rows, dtype=I32, device="cuda"), 200)
+    torch.cuda.synchronize()
+    _check_masked(d, (a, sfa), (b, sfb), rows)
+    assert base[:, :, n:].isnan().all()
+
+
+@pytest.mark.gpu
 def test_m_grouped_masked_cuda_graph_replays_new_masks():
     torch.manual_seed(11)
     g, max_m, n, k, expected_m = 6, 1024, 4096, 2048, 256

@@ -8,9 +8,10 @@
   ``c`` None or ``d``): per-head GEMMs, run as one cuBLASLt strided-batched GEMM on torch's
   current stream (SM90 has no batched kernel of ours yet; ``use_cublaslt`` is accepted and
   these run on cuBLASLt either way).
-* ``fp8_einsum("bhr,hdr->bhd", (x, sfx), (y, sfy), d)``: the FP8 1D2D GEMM per head (recipe
-  ``(1, 128, 128)``: x per-token scales ``[b, h, ceil(r/128)]``, y per-block scales ``[h,
-  ceil(d/128), ceil(r/128)]``), one launch per head.
+* ``fp8_einsum("bhr,hdr->bhd", (x, sfx), (y, sfy), d)``: one masked grouped FP8 GEMM over
+  the heads (recipe ``(1, 128, 128)``: x per-token scales ``[b, h, ceil(r/128)]``, y
+  per-block scales ``[h, ceil(d/128), ceil(r/128)]``): head h is group h with all b rows,
+  its rows of x and d read and written in place through rank-3 tensor maps.
 Other expressions raise ValueError naming the supported ones.
 """
 
@@ -26,6 +27,7 @@ from ._cublaslt import _preload_wheel_library
 _ops = torch.ops.deep_gemm
 _bmk_op = _ops.bf16_bmk_bnk_mn.default
 _bmm_op = _ops.cublaslt_bmm_nt.default
+_masked_op = _ops.m_grouped_fp8_gemm_nt_masked.default
 
 EINSUM_EXPRESSIONS = ("bmk,bnk->mn", "bhr,hdr->bhd", "bhd,hdr->bhr", "bhd,bhr->hdr")
 FP8_EINSUM_EXPRESSIONS = ("bhr,hdr->bhd",)
@@ -115,7 +117,8 @@ def fp8_einsum(expr: str, a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.T
     """``d = einsum("bhr,hdr->bhd", A, B)`` with FP8 operands: ``a = (x, sfx)``, x e4m3 ``[B, H, R]``
     with per-token scales fp32 ``[B, H, ceil(R/128)]``; ``b = (y, sfy)``, y e4m3 ``[H, D, R]`` with
     128x128-block scales ``[H, ceil(D/128), ceil(R/128)]``; d bf16 ``[B, H, D]``; ``c`` must be
-    None and ``recipe`` ``(1, 128, 128)`` on SM90. One 1D2D FP8 GEMM per head."""
+    None and ``recipe`` ``(1, 128, 128)`` on SM90. The heads run as the groups of one masked
+    grouped GEMM (every group with all B rows); x's, sfx's and d's head slices are views."""
     fn = "fp8_einsum"
     e = _expr(fn, expr, FP8_EINSUM_EXPRESSIONS)
     x, sfx = _args.pair(fn, "a", a)
@@ -136,10 +139,12 @@ def fp8_einsum(expr: str, a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.T
     if y.shape[0] != heads or d.shape[1] != heads or sfx.shape[1] != heads or sfy.shape[0] != heads:
         raise ValueError(f"deep_gemm.{fn}: the head counts differ: a {list(x.shape)}, b {list(y.shape)}, "
                          f"d {list(d.shape)}, scales {list(sfx.shape)} and {list(sfy.shape)}")
-    from ._fp8_gemm import fp8_gemm_nt
-
-    for h in range(heads):
-        fp8_gemm_nt((x[:, h], sfx[:, h]), (y[h], sfy[h]), d[:, h])
+    rows = x.shape[0]
+    if rows == 0 or heads == 0:
+        return
+    # Every group computes all `rows` rows: masked_m is a constant the GPU fills (no host read).
+    masked_m = torch.full((heads,), rows, dtype=torch.int32, device=d.device)
+    _masked_op(x.transpose(0, 1), sfx.transpose(0, 1), y, sfy, d.transpose(0, 1), masked_m, rows, "nk")
 
 
 __all__ = ["einsum", "fp8_einsum"]

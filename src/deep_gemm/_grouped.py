@@ -122,7 +122,9 @@ def m_grouped_fp8_fp4_gemm_nt_masked(a: tuple[torch.Tensor, torch.Tensor], b: tu
 
     ``a = (A, SFA)``: A ``[G, max_m, K]`` FP8 e4m3, SFA fp32 ``[G, max_m, ceil(K/128)]``.
     ``b = (B, SFB)``: B ``[G, N, K]``, SFB fp32 ``[G, ceil(N/128), ceil(K/128)]``. ``d``: bf16
-    ``[G, max_m, N]``. ``masked_m``: int32 ``[G]`` on the GPU, the valid rows of each group
+    ``[G, max_m, N]``; A's and d's groups may lie at any stride that is a multiple of 16 bytes
+    and keeps them apart (e.g. ``x.transpose(0, 1)`` of a ``[max_m, G, K]`` tensor).
+    ``masked_m``: int32 ``[G]`` on the GPU, the valid rows of each group
     (values above ``max_m`` are clamped); rows ``>= masked_m[g]`` are neither computed nor
     written. The host never reads ``masked_m``: one captured CUDA graph serves every
     distribution. ``expected_m`` (> 0, typical valid rows per group) only steers the

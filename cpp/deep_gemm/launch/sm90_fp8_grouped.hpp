@@ -27,6 +27,8 @@ struct Sm90Fp8GroupedProblem {
   const void* layout = nullptr;
   void* d = nullptr;
   uint64_t lda_bytes = 0, ldb_bytes = 0, ld_d = 0;
+  // masked: from one group's A (bytes) and D (elements) to the next (any multiple of 16 bytes)
+  uint64_t a_group_bytes = 0, d_group_elems = 0;
   bool after_own_kernel = false;  // as Sm90Fp8Problem::after_own_kernel
   int* tile_counter = nullptr;    // with dynamic_tiles_enabled(): an int32 that is 0 at launch
 };
@@ -104,10 +106,11 @@ class Sm90Fp8GroupedLauncher {
 
   static void launch(const Entry& e, const Sm90Fp8GroupedProblem& p) {
     const bool masked = p.gemm_type == static_cast<int>(h::Sm90GroupedType::kMasked);
-    const uint64_t rows = masked ? static_cast<uint64_t>(p.m) * p.num_groups : static_cast<uint64_t>(p.m);
     const uint64_t kb = static_cast<uint64_t>(h::sm90_ceil_div(p.k, 128));
-    const auto specs = sm90_fp8_grouped_tensor_maps(e.cfg, rows, p.n, p.k, p.num_groups, static_cast<uint64_t>(p.m),
-                                                    masked ? kb * p.num_groups : kb, p.lda_bytes, p.ldb_bytes, p.ld_d);
+    const auto specs =
+        sm90_fp8_grouped_tensor_maps(e.cfg, static_cast<uint64_t>(p.m), p.n, p.k, p.num_groups,
+                                     masked ? kb * p.num_groups : kb, p.lda_bytes, p.ldb_bytes, p.ld_d, masked,
+                                     p.a_group_bytes, p.d_group_elems);
     CUtensorMap maps[4];
     for (size_t i = 0; i < 4; ++i) {
       const std::string_view name(specs[i].operand);
@@ -120,13 +123,14 @@ class Sm90Fp8GroupedLauncher {
     const auto groups = static_cast<uint32_t>(p.num_groups), align_m = static_cast<uint32_t>(p.align_m);
     void* d = p.d;
     const auto ld_d = static_cast<uint32_t>(p.ld_d);
+    const uint64_t d_group = masked ? p.d_group_elems : 0;
     if (e.cfg.dynamic_tiles) {
       check_arg(p.tile_counter != nullptr, "m_grouped_fp8_gemm", "internal: no tile counter for a kernel that claims its tiles");
-      detail::launch_1d2d(*e.kernel, lc, m, n, k, sfb, layout, groups, align_m, d, ld_d, maps[0], maps[1], maps[2],
-                          maps[3], p.tile_counter);
+      detail::launch_1d2d(*e.kernel, lc, m, n, k, sfb, layout, groups, align_m, d, ld_d, d_group, maps[0], maps[1],
+                          maps[2], maps[3], p.tile_counter);
     } else {
-      detail::launch_1d2d(*e.kernel, lc, m, n, k, sfb, layout, groups, align_m, d, ld_d, maps[0], maps[1], maps[2],
-                          maps[3]);
+      detail::launch_1d2d(*e.kernel, lc, m, n, k, sfb, layout, groups, align_m, d, ld_d, d_group, maps[0], maps[1],
+                          maps[2], maps[3]);
     }
   }
 

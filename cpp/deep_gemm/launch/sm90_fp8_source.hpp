@@ -55,6 +55,7 @@
 // launch every SM: their tile count lives on the GPU).
 //   Kernel arguments: (uint32 m, uint32 n, uint32 k, const float* sfb, const int* grouped_layout,
 //                      uint32 num_groups, uint32 align_m, bf16* d, uint32 ld_d /*elements*/,
+//                      uint64 d_group_stride /*elements; masked: from one group's D to the next*/,
 //                      CUtensorMap a, CUtensorMap b, CUtensorMap sfa, CUtensorMap d
 //                      [, int* tile_counter /*cfg.dynamic_tiles: 0 at launch*/])
 //   m: M_sum (contiguous, psum) or max rows per group (masked). Tensor maps:
@@ -283,13 +284,14 @@ inline Sm90Fp8EntrySignature sm90_fp8_entry_signature(const Sm90Fp8KernelSpec& s
   }
   if (s.entry == Sm90Fp8Entry::kMGrouped) {
     return {std::string("uint32_t m, uint32_t n, uint32_t k, const float* sfb, const int* grouped_layout,\n"
-                        "         uint32_t num_groups, uint32_t align_m, __nv_bfloat16* d, uint32_t ld_d,\n") +
+                        "         uint32_t num_groups, uint32_t align_m, __nv_bfloat16* d, uint32_t ld_d,\n"
+                        "         uint64_t d_group_stride,\n") +
                 kMapsAB +
                 "         const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_d" +
                 (s.dynamic_tiles ? ",\n         int* tile_counter" : ""),
             std::string("\n        m, n, k, sfb, &tmap_a, &tmap_b, &tmap_sfa, &tmap_d, grouped_layout, num_groups, "
-                        "align_m, d, ld_d") +
-                (s.dynamic_tiles ? ", {}, tile_counter" : "")};
+                        "align_m, d, ld_d, {}, ") +
+                (s.dynamic_tiles ? "tile_counter" : "nullptr") + ", nullptr, nullptr, d_group_stride"};
   }
   // Dense. Tail boxes: the last m-block's tensor maps, after the others.
   const bool tail = s.m_boxes == Sm90MBoxes::kTail;
@@ -385,24 +387,28 @@ inline std::vector<Sm90TensorMapSpec> sm90_fp8_gemm_tensor_maps(const h::Sm90Fp8
 }
 
 // Tensor maps of an m-grouped launch, in argument order (a, b, sfa, d).
-//   rows: rows of A and D as 2-D views (M_sum, or G * max_m for masked)
-//   sfa_rows: rows per SFA column block (M_sum, or max_m for masked); sfa_blocks: outer
-//   extent of SFA seen as [sfa_blocks][align(sfa_rows, 4)] (ceil(k/128), or G times that for
-//   masked).
+//   rows: rows of A and D (M_sum, or max_m for masked)
+//   sfa_blocks: outer extent of SFA seen as [sfa_blocks][align(rows, 4)] (ceil(k/128), or G
+//   times that for masked).
+//   masked: A and D are rank-3 maps [G][rows][.] whose groups lie a_group_bytes and
+//   d_group_elems apart (each a multiple of 16 bytes), so the groups may be interleaved with
+//   each other's rows (fp8_einsum's heads); the kernel addresses them by (row, group).
 inline std::vector<Sm90TensorMapSpec> sm90_fp8_grouped_tensor_maps(const h::Sm90Fp8GemmConfig& c, uint64_t rows, int n,
-                                                                   int k, int num_groups, uint64_t sfa_rows,
-                                                                   uint64_t sfa_blocks, uint64_t lda_bytes,
-                                                                   uint64_t ldb_bytes, uint64_t ld_d) {
-  const uint64_t sfa_pad = (sfa_rows + 3) / 4 * 4;
+                                                                   int k, int num_groups, uint64_t sfa_blocks,
+                                                                   uint64_t lda_bytes, uint64_t ldb_bytes, uint64_t ld_d,
+                                                                   bool masked = false, uint64_t a_group_bytes = 0,
+                                                                   uint64_t d_group_elems = 0) {
+  const uint64_t sfa_pad = (rows + 3) / 4 * 4;
+  const uint64_t batch = masked ? static_cast<uint64_t>(num_groups) : 0;
   std::vector<Sm90TensorMapSpec> maps;
   maps.push_back({"a", Sm90TmaDtype::kU8, static_cast<uint64_t>(k), rows, lda_bytes, 128,
-                  static_cast<uint32_t>(c.block_m), 128});
+                  static_cast<uint32_t>(c.block_m), 128, batch, a_group_bytes});
   maps.push_back({"b", Sm90TmaDtype::kU8, static_cast<uint64_t>(k),
                   static_cast<uint64_t>(n) * static_cast<uint64_t>(num_groups), ldb_bytes, 128,
                   static_cast<uint32_t>(c.block_n), 128});
   maps.push_back({"sfa", Sm90TmaDtype::kF32, sfa_pad, sfa_blocks, sfa_pad * 4, static_cast<uint32_t>(c.block_m), 1, 0});
   maps.push_back({"d", Sm90TmaDtype::kBF16, static_cast<uint64_t>(n), rows, ld_d * 2,
-                  static_cast<uint32_t>(c.swizzle_d / 2), 64, c.swizzle_d});
+                  static_cast<uint32_t>(c.swizzle_d / 2), 64, c.swizzle_d, batch, d_group_elems * 2});
   return maps;
 }
 

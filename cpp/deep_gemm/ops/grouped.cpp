@@ -3,8 +3,8 @@
 // recipes and aliases are in deep_gemm/_grouped.py.
 //   m_grouped_fp8_gemm_nt_contiguous: A [M_sum, K], B [G, N, K], D [M_sum, N]; grouped_layout
 //     int32 [M_sum] (group per row, -1 padding) or, psum, int32 [G] (cumulative row ends).
-//   m_grouped_fp8_gemm_nt_masked: A [G, max_m, K], B [G, N, K], D [G, max_m, N]; masked_m
-//     int32 [G] on the GPU.
+//   m_grouped_fp8_gemm_nt_masked: A [G, max_m, K], B [G, N, K], D [G, max_m, N] (A's and
+//     D's groups at any 16-byte-aligned stride); masked_m int32 [G] on the GPU.
 // Neither op reads grouped_layout / masked_m on the host (no device->host sync; CUDA-graph
 // safe): the scheduler reads them on the GPU.
 #include <torch/csrc/stable/library.h>
@@ -75,6 +75,16 @@ struct TileCounter {
     if (ptr != nullptr && sfa_k.data_ptr() == sfa.data_ptr()) torch::stable::fill_(*storage, 0.0);
   }
 };
+
+// Row pitch (elements) of a [G, rows, cols] operand read through a rank-3 map: stride(1), or
+// for a single row its width rounded up to 16 bytes (any valid pitch serves then).
+// (tma_row_pitch's smallest outer stride would be the group stride where the groups
+// interleave.)
+uint64_t group_row_pitch(const Tensor& t) {
+  if (t.size(1) > 1) return static_cast<uint64_t>(t.stride(1));
+  const int64_t per16 = 16 / static_cast<int64_t>(t.element_size());
+  return static_cast<uint64_t>(ceil_div(std::max<int64_t>(t.size(2), 1), per16) * per16);
+}
 
 Tensor contiguous_sfb(const Tensor& sfb) { return sfb.is_contiguous() ? sfb : torch::stable::contiguous(sfb); }
 
@@ -197,10 +207,8 @@ void m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Te
   check_grouped_b_layout(chk, b, g, n, op);
   chk.inner_contiguous({a, "a"}, "K-major (SM90 FP8 wgmma reads K-major A; transposed layouts are not supported)");
   chk.inner_contiguous({d, "d"}, "row-major");
-  check_arg(g <= 1 || a.stride(0) == max_m * a.stride(1), op,
-            "a's groups must be packed back to back (a.stride(0) == max_m * a.stride(1)), got strides ", stride_str(a));
-  check_arg(g <= 1 || d.stride(0) == max_m * d.stride(1), op,
-            "d's groups must be packed back to back (d.stride(0) == max_m * d.stride(1)), got strides ", stride_str(d));
+  // a's and d's groups may lie at any (16-byte-aligned, non-overlapping) stride: the kernel
+  // reads and writes them through rank-3 tensor maps (fp8_einsum interleaves its heads).
   chk.tma_aligned({a, "a"});
   chk.tma_aligned({d, "d"});
   chk.tma_store_columns({d, "d"}, n);
@@ -220,6 +228,11 @@ void m_grouped_fp8_gemm_nt_masked(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Te
   set_gemm_operands(p, max_m, n, k, cd, a, b, sfa_k, sfb_k, d);
   p.layout = masked_m.data_ptr();
   p.num_groups = static_cast<int>(g);
+  p.lda_bytes = group_row_pitch(a);  // fp8: elements are bytes
+  p.ld_d = group_row_pitch(d);
+  // A lone group's stride is arbitrary (even 0): the map gets the packed one.
+  p.a_group_bytes = g > 1 ? static_cast<uint64_t>(a.stride(0)) : p.lda_bytes * max_m;
+  p.d_group_elems = g > 1 ? static_cast<uint64_t>(d.stride(0)) : p.ld_d * max_m;
   p.m_for_config = static_cast<int>(std::min(expected_m, max_m));
   p.groups_for_config = p.num_groups;
   p.align_m = 1;

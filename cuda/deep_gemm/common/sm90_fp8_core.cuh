@@ -193,6 +193,9 @@ __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sche
         const CUtensorMap* map_a = in_tail ? tail.a : tmap_a;
         const CUtensorMap* map_sfa = in_tail ? tail.sfa : tmap_sfa;
         const uint32_t tx_bytes = in_tail ? tail.stage_tx_bytes : stage_tx_bytes;
+        // Scheduler::kRank3Groups: A's row within the tile's group (its map is [G][rows][K]).
+        [[maybe_unused]] int32_t a_y = 0;
+        if constexpr (Scheduler::kRank3Groups) a_y = static_cast<int32_t>(sched.row_in_group(tile, static_cast<uint32_t>(m0)));
         for (uint32_t kb = 0; kb < num_k_blocks; ++kb, pipe.advance()) {
             const uint32_t s = pipe.stage;
             ptx::mbar_wait_watchdog(smem.empty(s), pipe.phase ^ 1u);
@@ -202,7 +205,10 @@ __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sche
             }
             ptx::mbar_arrive_expect_tx(full, tx_bytes);
             const int32_t k0 = static_cast<int32_t>(kb * kBlockK);
-            if (kCluster > 1 && tile.multicast_a) {
+            if constexpr (Scheduler::kRank3Groups) {
+                static_assert(kCluster == 1 && !kTailMaps, "rank-3 A: the masked GEMM (cluster 1, no tail boxes)");
+                ptx::tma_load_3d(smem.a(s), tmap_a, full, k0, a_y, static_cast<int32_t>(tile.group));
+            } else if (kCluster > 1 && tile.multicast_a) {
                 ptx::tma_load_2d_multicast(smem.a(s) + rank * kSliceM * kBlockK, tmap_a, full,
                                            k0, m0 + static_cast<int32_t>(rank * kSliceM),
                                            static_cast<uint16_t>((1u << kCluster) - 1));

@@ -75,11 +75,12 @@ struct EpilogueBf16 {
     // Slab i of `stage_wg` goes to rows row0 + slab_stride * i; only the slabs set in
     // `slab_mask` (warpgroup-uniform) are stored. ColMap maps a column of the product to
     // its column in D (identity, or SkipHeadMid); it is applied per atom, so an atom must
-    // not straddle a seam of the map.
-    template <uint32_t kSlabs, typename ColMap = IdentityColumns>
+    // not straddle a seam of the map. kRank3: tmap_d is a rank-3 map [batch][rows][cols]
+    // (the masked GEMM's groups) and the rows are those of batch `z`.
+    template <uint32_t kSlabs, typename ColMap = IdentityColumns, bool kRank3 = false>
     static __device__ __forceinline__ void finish(uint8_t* stage_wg, const CUtensorMap* tmap_d, uint32_t bar_id,
                                                   uint32_t row0, uint32_t slab_stride, uint32_t n0,
-                                                  uint32_t slab_mask = (1u << kSlabs) - 1) {
+                                                  uint32_t slab_mask = (1u << kSlabs) - 1, int32_t z = 0) {
         ptx::fence_proxy_async_smem();
         ptx::named_barrier_sync(bar_id, 128);
         if (threadIdx.x % 128 == 0) {
@@ -87,10 +88,12 @@ struct EpilogueBf16 {
             for (uint32_t i = 0; i < kSlabs; ++i) {
                 if (!(slab_mask >> i & 1u)) continue;
 #pragma unroll
-                for (uint32_t a = 0; a < kBlockN * 2 / kSwizzle; ++a)
-                    ptx::tma_store_2d(tmap_d, stage_wg + i * kSlabBytes + a * kAtomBytes,
-                                      static_cast<int32_t>(ColMap::map(n0 + a * kSwizzle / 2)),
-                                      static_cast<int32_t>(row0 + i * slab_stride));
+                for (uint32_t a = 0; a < kBlockN * 2 / kSwizzle; ++a) {
+                    const auto x = static_cast<int32_t>(ColMap::map(n0 + a * kSwizzle / 2));
+                    const auto y = static_cast<int32_t>(row0 + i * slab_stride);
+                    if constexpr (kRank3) ptx::tma_store_3d(tmap_d, stage_wg + i * kSlabBytes + a * kAtomBytes, x, y, z);
+                    else ptx::tma_store_2d(tmap_d, stage_wg + i * kSlabBytes + a * kAtomBytes, x, y);
+                }
             }
             ptx::tma_store_commit();
         }
@@ -176,13 +179,14 @@ __device__ __forceinline__ void store_tile_bf16_direct(const float (&result)[kBl
 // (contiguous padding rows or another group's rows, rows past masked_m / a psum group's
 // end). lo_ok/hi_ok[i]: whether this thread's two rows of slab i are stored. A slab whose
 // rows are all stored goes through shared memory and the TMA like store_tile_bf16; the
-// others are written row by row from registers.
-template <uint32_t kBlockN, uint32_t kSlabs>
+// others are written row by row from registers. kRank3: as EpilogueBf16::finish (the rows
+// are those of batch z of tmap_d, and `d` points at that batch's first row).
+template <uint32_t kBlockN, uint32_t kSlabs, bool kRank3 = false>
 __device__ __forceinline__ void store_tile_bf16_rows(const float (&result)[kSlabs][kBlockN / 2], uint8_t* stage_wg,
                                                      const CUtensorMap* tmap_d, uint32_t bar_id, uint32_t row0,
                                                      uint32_t slab_stride, uint32_t n0, const bool (&lo_ok)[kSlabs],
                                                      const bool (&hi_ok)[kSlabs], __nv_bfloat16* d, uint32_t ld_d,
-                                                     uint32_t n) {
+                                                     uint32_t n, int32_t z = 0) {
     using Epi = EpilogueBf16<kBlockN>;
     const uint32_t thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
     if (thread == 0) ptx::tma_store_wait_read<0>();
@@ -200,7 +204,9 @@ __device__ __forceinline__ void store_tile_bf16_rows(const float (&result)[kSlab
             store_rows_direct<kBlockN>(result[i], row0 + i * slab_stride + warp * 16 + lane / 4, lo_ok[i], hi_ok[i],
                                        n0, d, ld_d, n);
     }
-    if (full_mask != 0) Epi::template finish<kSlabs>(stage_wg, tmap_d, bar_id, row0, slab_stride, n0, full_mask);
+    if (full_mask != 0)
+        Epi::template finish<kSlabs, IdentityColumns, kRank3>(stage_wg, tmap_d, bar_id, row0, slab_stride, n0,
+                                                              full_mask, z);
 }
 
 }  // namespace deep_gemm::epilogue

@@ -147,9 +147,11 @@ struct SfaRowsGlobal {
 //                 Needs 3 x BLOCK_N/2 accumulator registers: BLOCK_N <= 128.
 //   kGemmType     kNormal (dense), or an m-grouped MoE variant (scheduler/tile_scheduler.cuh):
 //                 B is [G * N, K], SFB [G, ceil(N/128), K/128]; shape_m is M_sum (contiguous)
-//                 or rows per group (masked: A/D [G * shape_m, .], SFA [G][K/128][align4]);
+//                 or rows per group (masked: A and D rank-3 maps [G][shape_m][.] whose
+//                 groups may sit at any stride, SFA [G][K/128][align4]);
 //                 grouped_layout / num_groups / align_m feed the scheduler; d / ld_d are the
-//                 output for tiles with rows that must not be written. Unused for kNormal.
+//                 output for tiles with rows that must not be written (masked: d is group
+//                 0's first row, group g's is d + g * d_group_stride). Unused for kNormal.
 //   kDynamicTiles  m-grouped only: tiles after a CTA's first are claimed from `tile_counter`
 //                 (one int32, zero at launch) instead of the static stride (see
 //                 scheduler/tile_scheduler.cuh).
@@ -173,7 +175,8 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                                                         __nv_bfloat16* d = nullptr, uint32_t ld_d = 0,
                                                         SfaRowsGlobal sfa_global = {}, int* tile_counter = nullptr,
                                                         const CUtensorMap* tmap_a_tail = nullptr,
-                                                        const CUtensorMap* tmap_sfa_tail = nullptr) {
+                                                        const CUtensorMap* tmap_sfa_tail = nullptr,
+                                                        uint64_t d_group_stride = 0) {
     using namespace sm90;
     constexpr uint32_t kNumMathWG = kBlockM == 64 ? 1 : 2;
     constexpr uint32_t kSlabs = kBlockM / 64 / kNumMathWG;  // 64-row wgmma slabs per warpgroup
@@ -518,6 +521,12 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
                 // Rows >= M (also of slabs not computed, left at zero) are clipped by the TMA.
                 epilogue::store_tile_bf16<kBlockN, kSlabs, ColMap>(result, stage_wg, tmap_d, bar_id, m0 + wg * 64,
                                                                     kSlabStride, n0);
+            } else if constexpr (Scheduler::kRank3Groups) {
+                // Masked: D is [G][m][n] at any group stride (rank-3 map; `d` offset to the group).
+                const uint32_t g = tile.group;
+                epilogue::store_tile_bf16_rows<kBlockN, kSlabs, true>(
+                    result, stage_wg, tmap_d, bar_id, sched.row_in_group(tile, m0) + wg * 64, kSlabStride, n0, lo_ok,
+                    hi_ok, d + g * d_group_stride, ld_d, n, static_cast<int32_t>(g));
             } else {
                 epilogue::store_tile_bf16_rows<kBlockN, kSlabs>(result, stage_wg, tmap_d, bar_id, m0 + wg * 64,
                                                                  kSlabStride, n0, lo_ok, hi_ok, d, ld_d, n);

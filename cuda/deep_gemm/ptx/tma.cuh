@@ -1,6 +1,6 @@
 // TMA (cp.async.bulk.tensor) wrappers: 2D (and batched 3D) tile loads into shared memory completing on an
-// mbarrier (optionally multicast to several CTAs of the cluster), 2D tile stores from
-// shared memory with bulk-group completion, and tensor-map prefetch.
+// mbarrier (optionally multicast to several CTAs of the cluster), 2D (and batched 3D) tile stores
+// from shared memory with bulk-group completion, and tensor-map prefetch.
 #pragma once
 #include <deep_gemm/ptx/common.cuh>
 
@@ -48,6 +48,13 @@ __device__ __forceinline__ void tma_store_2d(const void* tmap, const void* src, 
     asm volatile(
         "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
         :: "l"(reinterpret_cast<uint64_t>(tmap)), "r"(smem_addr(src)), "r"(x), "r"(y) : "memory");
+}
+
+// A 3-D box at (x, y, z) (z: a batch index of a rank-3 map whose box is 1 deep), as tma_store_2d.
+__device__ __forceinline__ void tma_store_3d(const void* tmap, const void* src, int32_t x, int32_t y, int32_t z) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];"
+        :: "l"(reinterpret_cast<uint64_t>(tmap)), "r"(smem_addr(src)), "r"(x), "r"(y), "r"(z) : "memory");
 }
 
 __device__ __forceinline__ void tma_store_commit() {

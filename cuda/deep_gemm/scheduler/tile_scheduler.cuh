@@ -26,8 +26,12 @@
 //                            at the middle row and ends 128 rows later).
 //   kMGroupedContiguousPsum  A [M_sum, K]; layout[g] = end row (exclusive) of group g, which
 //                            starts at align_up(layout[g-1], align_m) (0 for g = 0).
-//   kMGroupedMasked          A [G, shape_m, K] seen as [G*shape_m, K]; layout[g] = rows of
-//                            group g to compute (masked_m), clamped to shape_m.
+//   kMGroupedMasked          A [G, shape_m, K]; layout[g] = rows of group g to compute
+//                            (masked_m), clamped to shape_m. The walk numbers rows as in
+//                            a [G*shape_m, K] view, but A and D are loaded and stored
+//                            through rank-3 maps [G][shape_m][.] (row_in_group), so the
+//                            groups may sit at any stride (fp8_einsum's heads are
+//                            interleaved in A's and D's rows).
 // Masked and psum walk the groups in order: virtual tile t belongs to the group whose
 // cumulative tile count passes t. Each CTA's t only grows, so a cursor (group, tile base)
 // moves forward and each CTA reads each group's entry once. Nothing is read on the host.
@@ -115,6 +119,8 @@ struct TileScheduler {
     static_assert(kCluster == 1 || kGroupN % 2 == 0, "cluster pairing needs an even group");
     static_assert(!kDynamic || (kGrouped && kCluster == 1), "claimed tiles: the m-grouped walks only");
     static constexpr bool kClaimsTiles = kDynamic;
+    // A and D through rank-3 tensor maps, addressed by (row_in_group, group).
+    static constexpr bool kRank3Groups = kGemmType == GemmType::kMGroupedMasked;
 
     uint32_t num_m_blocks, num_n_blocks, num_tiles;
     uint32_t iter = 0;
@@ -285,6 +291,10 @@ struct TileScheduler {
     __device__ __forceinline__ uint32_t a_row(const TileInfo& info) const {
         if constexpr (kGrouped) return info.m0;
         else return info.m_block * kBlockM;
+    }
+    // kRank3Groups: row `row` (of the [G * shape_m] view) within the tile's group.
+    __device__ __forceinline__ uint32_t row_in_group(const TileInfo& info, uint32_t row) const {
+        return row - info.group * shape_m;
     }
     // Row of B (seen as [G * N, K]) for n-block start n0. A tile of group g whose columns
     // run past N reads the first rows of group g+1 (or TMA zero fill after the last group):
