@@ -12,8 +12,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "../common/errors.hpp"
@@ -161,10 +163,13 @@ struct Matrix {
   int64_t batch_stride = 0;
 };
 
-// RAII holders of the descriptors of one call.
+// RAII holder of one cuBLASLt descriptor.
 template <auto kDestroy>
 struct Owned {
   void* p = nullptr;
+  Owned() = default;
+  Owned(const Owned&) = delete;
+  Owned& operator=(const Owned&) = delete;
   ~Owned() {
     if (p != nullptr) (api().*kDestroy)(p);
   }
@@ -190,39 +195,111 @@ inline void make_layout(const Matrix& m, Owned<&Api::layout_destroy>& out, const
   }
 }
 
-// Runs one matmul on `stream` with the given workspace. The algorithm is cuBLASLt's first
-// heuristic choice for these descriptors (as torch does).
-inline void matmul(const Call& c, int device, Stream stream, void* workspace, size_t workspace_bytes,
-                   const char* op) {
-  const Api& lt = api();
+// The descriptors of a problem and cuBLASLt's first heuristic choice for them (as torch
+// does), built once per problem: a repeated shape skips the descriptor set-up and the
+// heuristic query. Everything the query sees is in the key (pointers, beta and the stream
+// are not), so a cached plan is the choice a fresh query would make.
+struct Plan {
   Owned<&Api::desc_destroy> desc;
+  Owned<&Api::layout_destroy> la, lb, lc, ld;
+  Algo algo{};
+};
+
+struct PlanKey {
+  int device, trans_a, trans_b, sm_count;
+  bool fp8;
+  size_t workspace_bytes;
+  Matrix a, b, c, d;
+  bool operator==(const PlanKey& o) const {
+    const auto same = [](const Matrix& x, const Matrix& y) {
+      return x.type == y.type && x.rows == y.rows && x.cols == y.cols && x.ld == y.ld && x.batch == y.batch &&
+             x.batch_stride == y.batch_stride;
+    };
+    return device == o.device && trans_a == o.trans_a && trans_b == o.trans_b && sm_count == o.sm_count &&
+           fp8 == o.fp8 && workspace_bytes == o.workspace_bytes && same(a, o.a) && same(b, o.b) && same(c, o.c) &&
+           same(d, o.d);
+  }
+};
+
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& k) const {
+    size_t h = 1469598103934665603ull;
+    const auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+    mix(static_cast<uint64_t>(k.device));
+    mix(static_cast<uint64_t>(k.trans_a) << 1 | static_cast<uint64_t>(k.trans_b) << 2 | static_cast<uint64_t>(k.fp8));
+    mix(static_cast<uint64_t>(k.sm_count));
+    mix(k.workspace_bytes);
+    for (const Matrix* m : {&k.a, &k.b, &k.c, &k.d}) {
+      mix(static_cast<uint64_t>(m->type));
+      mix(m->rows);
+      mix(m->cols);
+      mix(static_cast<uint64_t>(m->ld));
+      mix(static_cast<uint64_t>(m->batch));
+      mix(static_cast<uint64_t>(m->batch_stride));
+    }
+    return h;
+  }
+};
+
+inline std::shared_ptr<Plan> make_plan(const Call& c, int device, size_t workspace_bytes, const char* op) {
+  const Api& lt = api();
+  auto plan = std::make_shared<Plan>();
   const int scale_type = kF32;
-  check(lt.desc_create(&desc.p, kComputeF32, scale_type), op, "cublasLtMatmulDescCreate");
-  check(lt.desc_set(desc.p, kDescTransA, &c.trans_a, sizeof(c.trans_a)), op, "TRANSA");
-  check(lt.desc_set(desc.p, kDescTransB, &c.trans_b, sizeof(c.trans_b)), op, "TRANSB");
-  if (c.sm_count > 0) check(lt.desc_set(desc.p, kDescSmCountTarget, &c.sm_count, sizeof(c.sm_count)), op, "SM_COUNT_TARGET");
+  check(lt.desc_create(&plan->desc.p, kComputeF32, scale_type), op, "cublasLtMatmulDescCreate");
+  check(lt.desc_set(plan->desc.p, kDescTransA, &c.trans_a, sizeof(c.trans_a)), op, "TRANSA");
+  check(lt.desc_set(plan->desc.p, kDescTransB, &c.trans_b, sizeof(c.trans_b)), op, "TRANSB");
+  if (c.sm_count > 0)
+    check(lt.desc_set(plan->desc.p, kDescSmCountTarget, &c.sm_count, sizeof(c.sm_count)), op, "SM_COUNT_TARGET");
   if (c.fp8) {
     const int8_t fast_accum = 0;  // full-precision FP8 accumulation, as upstream
-    check(lt.desc_set(desc.p, kDescFastAccum, &fast_accum, sizeof(fast_accum)), op, "FAST_ACCUM");
+    check(lt.desc_set(plan->desc.p, kDescFastAccum, &fast_accum, sizeof(fast_accum)), op, "FAST_ACCUM");
   }
-  Owned<&Api::layout_destroy> la, lb, lc, ld;
-  make_layout(c.a, la, op);
-  make_layout(c.b, lb, op);
-  make_layout(c.c, lc, op);
-  make_layout(c.d, ld, op);
+  make_layout(c.a, plan->la, op);
+  make_layout(c.b, plan->lb, op);
+  make_layout(c.c, plan->lc, op);
+  make_layout(c.d, plan->ld, op);
   Owned<&Api::pref_destroy> pref;
   check(lt.pref_create(&pref.p), op, "cublasLtMatmulPreferenceCreate");
   check(lt.pref_set(pref.p, kPrefMaxWorkspaceBytes, &workspace_bytes, sizeof(workspace_bytes)), op, "workspace size");
   HeuristicResult result{};
   int found = 0;
-  check(lt.heuristic(handle(device, op), desc.p, la.p, lb.p, lc.p, ld.p, pref.p, 1, &result, &found), op,
-        "cublasLtMatmulAlgoGetHeuristic");
+  check(lt.heuristic(handle(device, op), plan->desc.p, plan->la.p, plan->lb.p, plan->lc.p, plan->ld.p, pref.p, 1,
+                     &result, &found),
+        op, "cublasLtMatmulAlgoGetHeuristic");
   check_arg(found > 0, op, "cuBLASLt has no algorithm for this problem (", c.d.cols, " x ", c.d.rows, ", K = ",
             c.trans_a == kOpN ? c.a.cols : c.a.rows, "); check the operands' dtypes, majorness and alignment");
+  plan->algo = result.algo;
+  return plan;
+}
+
+// Plans kept per process; past this many distinct problems (a caller sweeping shapes) the
+// cache starts over rather than grow without bound.
+constexpr size_t kMaxCachedPlans = 4096;
+
+// A shared handle: a call keeps its plan alive even if another thread's miss starts the
+// cache over meanwhile.
+inline std::shared_ptr<const Plan> plan_for(const Call& c, int device, size_t workspace_bytes, const char* op) {
+  static std::mutex mu;
+  static std::unordered_map<PlanKey, std::shared_ptr<const Plan>, PlanKeyHash> plans;
+  const PlanKey key{device, c.trans_a, c.trans_b, c.sm_count, c.fp8, workspace_bytes, c.a, c.b, c.c, c.d};
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = plans.find(key);
+  if (it != plans.end()) return it->second;
+  std::shared_ptr<const Plan> plan = make_plan(c, device, workspace_bytes, op);  // throws before anything is cached
+  if (plans.size() >= kMaxCachedPlans) plans.clear();
+  plans.emplace(key, plan);
+  return plan;
+}
+
+// Runs one matmul on `stream` with the given workspace, with the problem's cached plan.
+inline void matmul(const Call& c, int device, Stream stream, void* workspace, size_t workspace_bytes,
+                   const char* op) {
+  const std::shared_ptr<const Plan> held = plan_for(c, device, workspace_bytes, op);
+  const Plan& plan = *held;
   const float alpha = 1.0f;
-  check(lt.matmul(handle(device, op), desc.p, &alpha, c.a_ptr, la.p, c.b_ptr, lb.p, &c.beta,
-                  c.c_ptr != nullptr ? c.c_ptr : c.d_ptr, lc.p, c.d_ptr, ld.p, &result.algo, workspace, workspace_bytes,
-                  stream),
+  check(api().matmul(handle(device, op), plan.desc.p, &alpha, c.a_ptr, plan.la.p, c.b_ptr, plan.lb.p, &c.beta,
+                     c.c_ptr != nullptr ? c.c_ptr : c.d_ptr, plan.lc.p, c.d_ptr, plan.ld.p, &plan.algo, workspace,
+                     workspace_bytes, stream),
         op, "cublasLtMatmul");
 }
 
