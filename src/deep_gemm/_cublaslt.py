@@ -54,12 +54,7 @@ def _gemm(fn: str, a: Any, b: Any, d: Any, c: Any, transpose_a: bool, transpose_
         _args.dims(fn, "b", b, 2, "[K, N]")
         b = b.transpose(0, 1)
     _preload_wheel_library()
-    if d.is_cuda and d.device.index != torch.cuda.current_device():
-        # cuBLASLt runs on the current device's context: make it d's for the call.
-        with torch.cuda.device(d.device):
-            _op(a, b, d, c)
-    else:
-        _op(a, b, d, c)
+    _op(a, b, d, c)  # on d's device whatever the current one (the op switches for the call)
 
 
 def cublaslt_gemm_nt(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None) -> None:

@@ -60,11 +60,7 @@ def _distinct_elements(fn: str, name: str, t: torch.Tensor) -> None:
 
 def _bmm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor]) -> None:
     _preload_wheel_library()
-    if d.is_cuda and d.device.index != torch.cuda.current_device():
-        with torch.cuda.device(d.device):
-            _bmm_op(a, b, d, c)
-    else:
-        _bmm_op(a, b, d, c)
+    _bmm_op(a, b, d, c)  # on d's device whatever the current one (the op switches for the call)
 
 
 def einsum(expr: str, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None,

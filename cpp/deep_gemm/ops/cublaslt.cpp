@@ -4,6 +4,7 @@
 // fp32 row-major D, C of D's dtype and shape (may be D: accumulate in place, beta = 1).
 // Launched on torch's current stream with a workspace per (device, stream); the SM count
 // follows set_num_sms. The library is loaded at run time (runtime/cublaslt.hpp).
+#include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 
@@ -48,12 +49,27 @@ struct Operand {
   int64_t ld;
 };
 
-Operand operand(const Tensor& x, const char* name) {
-  const int64_t rows = x.size(0), k = x.size(1);
-  if (x.stride(1) == 1 || k == 1) return {true, rows > 1 ? x.stride(0) : k};
-  if (x.stride(0) == 1 || rows == 1) return {false, k > 1 ? x.stride(1) : rows};
-  fail_arg(kOp, name, " must be K-major (stride(1) == 1) or MN-major (stride(0) == 1), got strides ", stride_str(x));
+// x's last two dimensions [rows, K] (a 3-D x: each batch's matrix).
+Operand operand(const Tensor& x, const char* name, const char* op = kOp) {
+  const int64_t r = x.dim() - 2;
+  const int64_t rows = x.size(r), k = x.size(r + 1), s_rows = x.stride(r), s_k = x.stride(r + 1);
+  if (s_k == 1 || k == 1) return {true, rows > 1 ? s_rows : k};
+  if (s_rows == 1 || rows == 1) return {false, k > 1 ? s_k : rows};
+  fail_arg(op, name, " must be K-major (stride(", r + 1, ") == 1) or MN-major (stride(", r, ") == 1), got strides ",
+           stride_str(x));
 }
+
+// cuBLASLt runs on the calling thread's current device: d's device for the call (a guard
+// only where it differs, restoring the caller's on return).
+class OnDevice {
+ public:
+  explicit OnDevice(int device) {
+    if (torch::stable::accelerator::getCurrentDeviceIndex() != device) guard_.emplace(device);
+  }
+
+ private:
+  std::optional<torch::stable::accelerator::DeviceGuard> guard_;
+};
 
 cublaslt::DataType lt_type(ScalarType t) {
   switch (t) {
@@ -109,6 +125,7 @@ void cublaslt_gemm_nt(Tensor a, Tensor b, Tensor d, std::optional<Tensor> c) {
   }
 
   const int device = d.get_device_index();
+  const OnDevice on_device(device);
   // Column-major terms: D^T [N, M] = B [N, K] . A^T [K, M].
   cublaslt::Call call;
   const auto a_type = lt_type(ta), d_type = lt_type(d.scalar_type());
@@ -163,14 +180,14 @@ void cublaslt_bmm_nt(Tensor a, Tensor b, Tensor d, std::optional<Tensor> c) {
   chk.no_overlap({d, "d"}, {{a, "a"}, {b, "b"}});
   check_devices();
   // The per-batch matrices as the 2-D op sees them.
-  const auto mat = [](const Tensor& t) { return torch::stable::select(t, 0, 0); };
-  const Operand oa = operand(mat(a), "a"), ob = operand(mat(b), "b");
+  const Operand oa = operand(a, "a", op), ob = operand(b, "b", op);
   if (is_meta(d)) return;
   if (k == 0) {
     if (!c.has_value()) torch::stable::zero_(d);
     return;
   }
   const int device = d.get_device_index();
+  const OnDevice on_device(device);
   cublaslt::Call call;
   const auto d_type = lt_type(d.scalar_type());
   call.trans_a = ob.k_major ? cublaslt::kOpT : cublaslt::kOpN;
