@@ -6,7 +6,7 @@
 // kClean (not compressed): cells outside the window are -inf; without it they are untouched.
 //
 // A CTA owns kBlockQ query tokens at a time (kQColumns = kBlockQ * H columns of B, 128 or 256,
-// resident in a double-buffered Q stage) and streams the KV blocks of the union of their windows
+// resident in a double-buffered Q stage; blocks taken in QBlockOrder) and streams the KV blocks of the union of their windows
 // (blocks outside every window are skipped) through the shared TMA ring: per stage 128 KV rows
 // and their scales. Math warpgroup g computes the 64 x kQColumns tile of KV rows g * 64..
 // against all (token, head) columns (A = KV, B = Q, both K-major: one wgmma m64nNk32 per 32 of
@@ -101,6 +101,24 @@ __device__ __forceinline__ QBlockWindow q_block_window(const int* ks, const int*
     return {begin, ceil_div(static_cast<uint32_t>(hi) - begin, kBlockKV)};
 }
 
+// The order in which a CTA takes its blocks of query tokens: from the last block back (the
+// windows of causal and context-parallel prefill grow with the token index, so the costliest
+// blocks go first and the last, partial round of the grid holds the cheapest), dealt in
+// rounds of gridDim.x in snake order (odd rounds reversed, so the CTA that got the costlier
+// block of one round gets the cheaper one of the next). The three roles of a CTA (TMA,
+// -inf fill, math) walk the same sequence: `next` returns false past the CTA's last block.
+struct QBlockOrder {
+    uint32_t num_q_blocks, round = 0;
+    __device__ __forceinline__ bool next(uint32_t& qb) {
+        const uint32_t g = gridDim.x;
+        const uint32_t pos = round * g + (round % 2 == 0 ? blockIdx.x : g - 1 - blockIdx.x);
+        ++round;
+        if (pos >= num_q_blocks) return false;  // pos only grows: this CTA is done
+        qb = num_q_blocks - 1 - pos;
+        return true;
+    }
+};
+
 template <typename OutT>
 __device__ __forceinline__ OutT to_out(float v) {
     if constexpr (sizeof(OutT) == 2) return __float2bfloat16_rn(v);
@@ -149,7 +167,8 @@ __device__ __forceinline__ void sm90_fp8_mqa_logits_impl(uint32_t seq_len, uint3
             // ---- TMA: Q once per block of tokens, then the KV blocks of its range ----
             PipeState<kStages> pipe;
             uint32_t qi = 0;
-            for (uint32_t qb = blockIdx.x; qb < num_q_blocks; qb += gridDim.x) {
+            QBlockOrder order{num_q_blocks};
+            for (uint32_t qb; order.next(qb);) {
                 const QBlockWindow win = q_block_window<kBlockQ>(ks, ke, qb * kBlockQ, seq_len, seq_len_kv);
                 if (win.num_kv_blocks == 0) continue;
                 const uint32_t qs = qi % kQStages;
@@ -172,7 +191,8 @@ __device__ __forceinline__ void sm90_fp8_mqa_logits_impl(uint32_t seq_len, uint3
                 const uint32_t ft = pt - 32;
                 constexpr uint32_t kFillThreads = 96;
                 const OutT neg_inf = to_out<OutT>(-__int_as_float(0x7f800000));
-                for (uint32_t qb = blockIdx.x; qb < num_q_blocks; qb += gridDim.x) {
+                QBlockOrder order{num_q_blocks};
+                for (uint32_t qb; order.next(qb);) {
                     const QBlockWindow win = q_block_window<kBlockQ>(ks, ke, qb * kBlockQ, seq_len, seq_len_kv);
                     const uint32_t lo = win.num_kv_blocks ? win.kv_begin : seq_len_kv;
                     const uint32_t hi = min(win.kv_begin + win.num_kv_blocks * kBlockKV, seq_len_kv);
@@ -200,7 +220,8 @@ __device__ __forceinline__ void sm90_fp8_mqa_logits_impl(uint32_t seq_len, uint3
         float acc0[Mma::kNumAccum], acc1[kDoubleBuffer ? Mma::kNumAccum : 1];
         float wr[Reduce::kNumWeights];
 
-        for (uint32_t qb = blockIdx.x; qb < num_q_blocks; qb += gridDim.x) {
+        QBlockOrder order{num_q_blocks};
+        for (uint32_t qb; order.next(qb);) {
             const uint32_t q0 = qb * kBlockQ;
             const QBlockWindow win = q_block_window<kBlockQ>(ks, ke, q0, seq_len, seq_len_kv);
             if (win.num_kv_blocks == 0) continue;
