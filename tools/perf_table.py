@@ -8,6 +8,7 @@ Standard library only. Each JSON is one run of `python -m deep_gemm.bench` (its 
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -78,7 +79,10 @@ def geomean(data):
 
 def command(data, path):
     suites = sorted({r["suite"] for r in data["records"]})
-    flags = " --sequential" if data.get("protocol", {}).get("order") == "sequential" else ""
+    protocol = data.get("protocol", {})
+    flags = " --sequential" if protocol.get("order") == "sequential" else ""
+    if protocol.get("only"):
+        flags += f" --only {shlex.quote(protocol['only'])}"
     return f"python -m deep_gemm.bench --suite {' '.join(suites)}{flags} --json docs/benchmarks/{path.name}"
 
 
