@@ -2,8 +2,9 @@
 // its kernel spec, JIT source, tensor maps, key, plan and launch, on launch/common.hpp.
 //
 // LAUNCH CONTRACT: grid {min(num_sms, ceil(S / block_q))} (persistent; each CTA takes one
-// token block per round of the grid, last blocks first: QBlockOrder), block 384 (two math warpgroups, then the TMA warpgroup), shared
-// smem_bytes, cluster 1. block_q = N / H, N = 256 (128 at H = 8). Kernel arguments:
+// token block per round of the grid, last blocks first: QBlockOrder), block 384 (two math
+// warpgroups, then the TMA warpgroup), shared smem_bytes, cluster 1. block_q = N / H, N = 256
+// (128 at H = 8). Kernel arguments:
 //   (uint32 seq_len, uint32 seq_len_kv, uint32 max_seqlen_k, const int* ks, const int* ke,
 //    const float* weights, uint32 ld_weights /*elements*/, OutT* logits, uint64 ld_logits,
 //    CUtensorMap q, CUtensorMap kv, CUtensorMap kv_sf)

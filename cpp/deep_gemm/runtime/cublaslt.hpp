@@ -277,10 +277,11 @@ inline std::shared_ptr<Plan> make_plan(const Call& c, int device, size_t workspa
 constexpr size_t kMaxCachedPlans = 4096;
 
 // A shared handle: a call keeps its plan alive even if another thread's miss starts the
-// cache over meanwhile.
+// cache over meanwhile. The cache itself is never destroyed: no descriptor is freed through
+// the library during static destruction at exit.
 inline std::shared_ptr<const Plan> plan_for(const Call& c, int device, size_t workspace_bytes, const char* op) {
   static std::mutex mu;
-  static std::unordered_map<PlanKey, std::shared_ptr<const Plan>, PlanKeyHash> plans;
+  static auto& plans = *new std::unordered_map<PlanKey, std::shared_ptr<const Plan>, PlanKeyHash>();
   const PlanKey key{device, c.trans_a, c.trans_b, c.sm_count, c.fp8, workspace_bytes, c.a, c.b, c.c, c.d};
   std::lock_guard<std::mutex> lock(mu);
   auto it = plans.find(key);
