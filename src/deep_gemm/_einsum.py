@@ -47,17 +47,6 @@ def _dims(fn: str, name: str, t: torch.Tensor, n: int, form: str) -> None:
         raise ValueError(f"deep_gemm.{fn}: {name} must be {form} ({n}-D), got shape {list(t.shape)}")
 
 
-def _distinct_elements(fn: str, name: str, t: torch.Tensor) -> None:
-    """No two indices of `t` share an element (no stride-0 or overlapping dimensions): the
-    per-head views below cannot see overlap across heads."""
-    extent = 1
-    for size, stride in sorted(((s, st) for s, st in zip(t.shape, t.stride(), strict=True) if s > 1), key=lambda p: p[1]):
-        if stride < extent:
-            raise ValueError(f"deep_gemm.{fn}: {name}'s elements overlap (shape {list(t.shape)}, strides "
-                             f"{list(t.stride())}): every index must name its own element")
-        extent = stride * size
-
-
 def _bmm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor]) -> None:
     _preload_wheel_library()
     _bmm_op(a, b, d, c)  # on d's device whatever the current one (the op switches for the call)
@@ -129,8 +118,6 @@ def fp8_einsum(expr: str, a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.T
     _dims(fn, "b", y, 3, "[H, D, R]")
     _dims(fn, "b's scale factors", sfy, 3, "[H, ceil(D / 128), ceil(R / 128)]")
     _dims(fn, "d", d, 3, "[B, H, D]")
-    for name, t in (("a", x), ("b", y), ("d", d)):
-        _distinct_elements(fn, name, t)
     heads = x.shape[1]
     if y.shape[0] != heads or d.shape[1] != heads or sfx.shape[1] != heads or sfy.shape[0] != heads:
         raise ValueError(f"deep_gemm.{fn}: the head counts differ: a {list(x.shape)}, b {list(y.shape)}, "
