@@ -237,6 +237,58 @@ def test_m_grouped_contiguous(psum, nn):
             assert calc_diff(d[s:s + r], a[s:s + r].float() @ b_f[grp].t()) < 1e-5, f"group {grp}"
 
 
+HALF_TILE_ROWS = [130, 64, 1, 200, 192]  # last m-blocks of 2, 64, 1, 72 and 64 rows
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("form", ["contiguous", "contiguous_nn", "psum_nn", "masked"])
+def test_m_grouped_half_tiles(form):
+    """Groups whose last 128-row block holds at most 64 rows: both warpgroups compute that
+    block's first slab over half of the columns each (a ragged N past the last tile), and
+    nothing past the group's rows is written."""
+    g = len(HALF_TILE_ROWS)
+    n, k = (3000, 1024) if form == "masked" else (4000, 2048)
+    nn = form.endswith("_nn")
+    torch.manual_seed(7)
+    b, b_f = _grouped_b(g, n, k, nn)
+    if form == "masked":
+        max_m = 256
+        name = torch.ops.deep_gemm.m_grouped_bf16_gemm_build("masked", max_m, n, k, g, 128,
+                                                             deep_gemm.get_num_sms(), "nk", False)
+        a = _randn(g, max_m, k)
+        d = torch.full((g, max_m, n), float("nan"), device="cuda", dtype=BF16)
+        deep_gemm.m_grouped_bf16_gemm_nt_masked(a, b, d, torch.tensor(HALF_TILE_ROWS, dtype=I32, device="cuda"), 128)
+        torch.cuda.synchronize()
+        for grp, r in enumerate(HALF_TILE_ROWS):
+            assert d[grp, r:].isnan().all(), f"group {grp}: rows past masked_m written"
+            assert calc_diff(d[grp, :r], a[grp, :r].float() @ b_f[grp].t()) < 1e-5, f"group {grp}"
+    else:
+        align = deep_gemm.get_mk_alignment_for_contiguous_layout()
+        index, starts, ends = [], [], []
+        for grp, r in enumerate(HALF_TILE_ROWS):
+            starts.append(len(index))
+            index += [grp] * r
+            ends.append(len(index))
+            index += [-1] * (-(-r // align) * align - r)
+        m_sum = len(index)
+        psum = form.startswith("psum")
+        name = torch.ops.deep_gemm.m_grouped_bf16_gemm_build("psum" if psum else "contiguous", m_sum, n, k, g, 0,
+                                                             deep_gemm.get_num_sms(), "nk", nn)
+        a = _randn(m_sum, k)
+        d = torch.full((m_sum, n), float("nan"), device="cuda", dtype=BF16)
+        fn = deep_gemm.m_grouped_bf16_gemm_nn_contiguous if nn else deep_gemm.m_grouped_bf16_gemm_nt_contiguous
+        layout = torch.tensor(ends if psum else index, dtype=I32, device="cuda")
+        fn(a, b, d, layout, use_psum_layout=psum, ensure_zero_padding=False)
+        torch.cuda.synchronize()
+        valid = torch.tensor(index, device="cuda") >= 0
+        assert d[~valid].isnan().all(), "padding rows were written"
+        for grp, (s0, r) in enumerate(zip(starts, HALF_TILE_ROWS, strict=True)):
+            assert calc_diff(d[s0:s0 + r], a[s0:s0 + r].float() @ b_f[grp].t()) < 1e-5, f"group {grp}"
+    # The tiles these shapes get split their halves (a width whose halves keep the staging
+    # atoms): a heuristics change that moves them off it must move the shapes too.
+    assert "_b128x128_" in name or "_b128x256_" in name, name
+
+
 @pytest.mark.gpu
 def test_m_grouped_masked_cuda_graph_replays_new_masks():
     g, max_m, n, k = 6, 256, 2048, 1024
@@ -311,3 +363,82 @@ def test_kernels_compile_without_spills(tmp_path):
     for line in lines:
         name, path = line.split("\t")
         assert name.startswith("sm90_bf16_gemm_") and os.path.exists(path)
+
+
+def _build_names(cases, env_extra, tmp_path):
+    """Kernel names the configuration picks for `cases` (m, n, k, layout, out, with_c) in a
+    child process with `env_extra` set (the developer knobs are read once per process)."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path), **env_extra)
+    code = ("import torch, deep_gemm\n"
+            f"for m, n, k, lay, out, c in {cases!r}:\n"
+            "    print(torch.ops.deep_gemm.bf16_gemm_build(m, n, k, lay, out, c, 132, 'nk').split()[0])\n")
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900)
+    return res, res.stdout.split()
+
+
+@pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc to compile")
+def test_staged_d_tiles_prefer_whole_swizzle_rows(tmp_path):
+    """4096 x 24576 x 1536 (bf16 D through the staging tile): 128 x 256 tiles, not 128 x 240,
+    whose 480-byte rows are staged in 32-byte atoms (as slow per tile on the H200, 2026-12-03)."""
+    res, names = _build_names([(4096, 24576, 1536, "nt", "bf16", False)], {}, tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "_b128x256_" in names[0], names
+
+
+@pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc to compile")
+def test_developer_config_knobs_pick_their_kernel(tmp_path):
+    """DG_DEV_SM90_BF16_*: the tile, stages, direct D stores and a forced split count."""
+    res, names = _build_names([(4096, 4096, 7168, "nt", "bf16", False)],
+                              {"DG_DEV_SM90_BF16_BLOCK_N": "256", "DG_DEV_SM90_BF16_STAGES": "4",
+                               "DG_DEV_SM90_BF16_DIRECT_D": "1"}, tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert names[0].endswith("_b128x256_s4_g16_dd"), names
+    res, names = _build_names([(128, 4096, 7168, "nt", "bf16", False)],
+                              {"DG_DEV_SM90_BF16_BLOCK_N": "128", "DG_DEV_SM90_BF16_SPLITS": "3"}, tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "_b128x128_" in names[0] and names[0].endswith("_sk"), names
+
+
+@pytest.mark.parametrize("knob,value,expected", [("DG_DEV_SM90_BF16_STAGES", "9", "in [2, 8]"),
+                                                 ("DG_DEV_SM90_BF16_BLOCK_N", "100", "a multiple of 16"),
+                                                 ("DG_DEV_SM90_BF16_BLOCK_M", "256", "64 or 128")])
+def test_developer_config_knobs_refuse_bad_values(knob, value, expected, tmp_path):
+    res, _ = _build_names([(256, 256, 256, "nt", "bf16", False)], {knob: value}, tmp_path)
+    assert res.returncode != 0 and f"{knob} must be {expected}" in res.stderr, res.stderr[-2000:]
+
+
+def test_developer_stages_knob_refuses_a_layout_that_does_not_fit(tmp_path):
+    res, _ = _build_names([(4096, 4096, 7168, "nt", "bf16", False)],
+                          {"DG_DEV_SM90_BF16_BLOCK_N": "256", "DG_DEV_SM90_BF16_STAGES": "4"}, tmp_path)
+    assert res.returncode != 0 and "does not fit 128x256 tiles (at most 3)" in res.stderr, res.stderr[-2000:]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("knobs", [{"DG_DEV_SM90_BF16_BLOCK_N": "256", "DG_DEV_SM90_BF16_STAGES": "4",
+                                    "DG_DEV_SM90_BF16_DIRECT_D": "1"},
+                                   {"DG_DEV_SM90_BF16_BLOCK_N": "128", "DG_DEV_SM90_BF16_SPLITS": "3"}])
+def test_developer_config_knobs_compute_correctly(knobs):
+    """The kernels only the knobs reach (direct D stores, a split count past the residency
+    cap) against a float reference, the output poisoned, ragged M and N."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import torch, deep_gemm\n"
+            "from deep_gemm.testing import calc_diff\n"
+            "torch.manual_seed(1)\n"
+            "for m, n, k in [(300, 1000, 4096), (128, 4096, 7168)]:\n"
+            "    a = torch.randn(m, k, device='cuda', dtype=torch.bfloat16)\n"
+            "    b = torch.randn(n, k, device='cuda', dtype=torch.bfloat16)\n"
+            "    d = torch.full((m, n), float('nan'), device='cuda', dtype=torch.bfloat16)\n"
+            "    deep_gemm.bf16_gemm_nt(a, b, d)\n"
+            "    diff = calc_diff(d, a.float() @ b.float().t())\n"
+            "    assert diff < 1e-5, (m, n, k, diff)\n"
+            "print('ok')\n")
+    res = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **knobs), capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-3000:]

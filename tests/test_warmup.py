@@ -126,9 +126,14 @@ def test_warmup_bf16_suite(tmp_path):
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
-    assert len(lines) == 9, lines
+    dense = [line for line in lines if "(BF16 GEMM)" in line]
+    grouped = [line for line in lines if "bf16 contiguous" in line or "bf16 masked" in line]
+    assert len(dense) == 9 and len(grouped) == 4 and len(lines) == 13, lines
+    # The m-grouped BF16 kernels of the grouped suite: two contiguous, two masked.
+    kinds = sorted(line.split()[-2].split("_")[4] for line in grouped)
+    assert kinds == ["mgc", "mgc", "mgm", "mgm"], grouped
     split = {}
-    for line in lines:
+    for line in dense:
         name, path = line.split()[-2:]
         m, n, k = (int(v) for v in line.split("bf16")[0].split("x"))
         assert name.startswith("sm90_bf16_gemm_nt_bf16_") and path.startswith(str(tmp_path)), line

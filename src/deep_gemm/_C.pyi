@@ -37,6 +37,7 @@
 #   deep_gemm::k_grouped_fp8_gemm_build(int m, int n, int k, int num_groups, int num_sms, str compiled_dims, bool tn=False) -> str
 #   deep_gemm::k_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, int[] ks, Tensor ks_tensor, Tensor? c=None, str compiled_dims="mn") -> ()
 #   deep_gemm::k_grouped_fp8_gemm_tn_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor(a!) d, int[] ks, Tensor ks_tensor, Tensor? c=None, str compiled_dims="mn") -> ()
+#   deep_gemm::m_grouped_bf16_gemm_build(str layout, int m, int n, int k, int num_groups, int expected_m, int num_sms, str compiled_dims, bool mn_major_b=False) -> str
 #   deep_gemm::m_grouped_bf16_gemm_nt_contiguous(Tensor a, Tensor b, Tensor(a!) d, Tensor grouped_layout, str compiled_dims="nk", bool use_psum_layout=False, int? expected_m_for_psum_layout=None, bool ensure_zero_padding=False) -> ()
 #   deep_gemm::m_grouped_bf16_gemm_nt_masked(Tensor a, Tensor b, Tensor(a!) d, Tensor masked_m, int expected_m, str compiled_dims="nk") -> ()
 #   deep_gemm::m_grouped_fp8_gemm_build(str layout, int m, int n, int k, int num_groups, int expected_m, int num_sms, str compiled_dims) -> str

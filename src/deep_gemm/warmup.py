@@ -186,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--num-sms", type=_parse_num_sms, help="SM count of the target GPU (132 on H100/H200 SXM); "
                     "needed by --suite and --shape")
     ap.add_argument("--suite", choices=["fp8", "grouped", "bf16", "indexer", "hc"], action="append", default=[],
-                    help="a benchmark suite's shapes (bf16: the dense BF16 nt kernels of the fp8 suite's shapes; "
+                    help="a benchmark suite's shapes (bf16: the dense BF16 nt kernels of the fp8 suite's shapes and the "
+                         "m-grouped BF16 nt kernels of the grouped suite's; "
                          "indexer: the V3.2 indexer's prefill and paged decode kernels at H 64, D 128; hc: the "
                          "HyperConnection prenorm GEMM's)")
     ap.add_argument("--shape", type=_parse_shape, action="append", default=[], help="M,N,K[:fp32]")
@@ -201,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         shapes += [(m, n, k, False) for (m, n, k) in FP8_SUITE]
     grouped = GROUPED_SUITE if "grouped" in args.suite else []
     bf16 = FP8_SUITE if "bf16" in args.suite else []
+    bf16_grouped = [e for e in GROUPED_SUITE if e[0] != "k_grouped"] if "bf16" in args.suite else []
     indexer = "indexer" in args.suite
     hc = HC_SUITE if "hc" in args.suite else []
     if not shapes and not grouped and not bf16 and not indexer and not hc and not args.from_record:
@@ -285,6 +287,19 @@ def main(argv: list[str] | None = None) -> int:
         status = "cached" if name in seen else f"{time.perf_counter() - t0:6.2f} s"
         seen.add(name)
         print(f"{m:>6} x {n:>6} x {k:>6} bf16 (BF16 GEMM)  {status}  {name}  {path}", flush=True)
+    for entry in bf16_grouped:
+        t0 = time.perf_counter()
+        if entry[0] == "masked":
+            _, g, expected_m, max_m, n, k = entry
+            m, label = max_m, f"bf16 masked {g} x ~{expected_m}/{max_m}"
+        else:
+            _, g, expected_m, n, k = entry
+            m, expected_m, label = g * expected_m, 0, f"bf16 contiguous {g} x ~{entry[2]}"
+        name, path = build("--suite bf16", torch.ops.deep_gemm.m_grouped_bf16_gemm_build,
+                           entry[0], m, n, k, g, expected_m, args.num_sms, args.compiled_dims, False).split("\t")
+        status = "cached" if name in seen else f"{time.perf_counter() - t0:6.2f} s"
+        seen.add(name)
+        print(f"{label:>24} x {n:>6} x {k:>6} bf16  {status}  {name}  {path}", flush=True)
     if indexer:
         for form in INDEXER_PREFILL_FORMS:
             t0 = time.perf_counter()

@@ -41,7 +41,15 @@ inline double sm90_bf16_estimate_cycles(const Sm90Bf16GemmConfig& c, int m, int 
     // One warpgroup has nothing to overlap its waits with (as in the FP8 model).
     const double one_wg = c.block_m == 64 ? 1.25 : 1.0;
     const double per_k_block = (std::max({t.tensor, t.smem, t.load}) + 20.0) * one_wg;
-    const double tile = sm90_tile_cycles(sm90_ceil_div(k, kSm90Bf16BlockK), per_k_block, slabs);
+    double tile = sm90_tile_cycles(sm90_ceil_div(k, kSm90Bf16BlockK), per_k_block, slabs);
+    // A staged D whose rows are not whole 128-byte swizzle rows (BLOCK_N not a multiple of
+    // 64) is staged in narrow atoms, each its own TMA store. Measured on the H200
+    // (2026-12-03), 128 x 240 tiles (32-byte atoms) against 128 x 256: dense 4096 x 24576 x
+    // 1536 took as long per tile (415.7 us in 25 waves against 399.5 in 24: ~1900 clk more
+    // than their work), masked 6 x ~1024 x 7168 x 3072 8% longer in the same 11 waves (~10000
+    // clk). 4000 clk at 32-byte atoms picks 256 for both and keeps 176 for N = 2112 (12 whole
+    // tiles, 0.98x torch, against 0.94x at 192; 6000 would pick 192).
+    if (c.staged_d && c.swizzle_d < 128) tile += 4000.0 * (128 / std::max(c.swizzle_d, 32) - 1) / 3.0;
     const double dram = sm90_dram_cycles(m, n, k, 2, out_bytes, num_groups);
     return sm90_kernel_cycles(waves, tile, dram);
 }
@@ -140,9 +148,14 @@ inline Sm90Bf16WorkspaceSplit sm90_bf16_workspace_split(long m, long n, long uni
 inline Sm90Bf16GemmConfig choose_sm90_bf16_split(const Sm90Bf16GemmConfig& unsplit, int m, int n, long units,
                                                  int k_blocks_per_unit, int num_sms, bool mn_major_a,
                                                  bool mn_major_b, int out_bytes, int max_smem_bytes, bool with_c,
-                                                 int mult_m, int mult_n) {
+                                                 int mult_m, int mult_n, int force_splits = 0,
+                                                 int force_block_n = 0) {
+    // force_splits / force_block_n (developer knobs): that split count and tile width only,
+    // past the residency cap and the model's choice.
     Sm90Bf16GemmConfig best = unsplit;
-    for (int want : {2, 4, 8}) {
+    if (force_splits) best.est_cycles = 1e30;
+    for (int want : {2, 3, 4, 5, 6, 7, 8}) {
+        if (force_splits ? want != force_splits : (want != 2 && want != 4 && want != 8)) continue;
         const long per = (units + want - 1) / want;
         const long splits = (units + per - 1) / per;  // no empty split
         if (splits < 2 || per * k_blocks_per_unit < kSm90Bf16MinSplitKBlocks) continue;
@@ -151,7 +164,9 @@ inline Sm90Bf16GemmConfig choose_sm90_bf16_split(const Sm90Bf16GemmConfig& unspl
                                                   max_smem_bytes, static_cast<int>(splits), 0, 128, with_c)) {
             const long tiles = static_cast<long>(sm90_ceil_div(std::max(m, 1), c.block_m)) * sm90_ceil_div(n, c.block_n);
             if (c.block_m % mult_m != 0 || c.block_n % mult_n != 0) continue;
-            if (tiles * splits > num_sms || tiles > sm90_bf16_resident_clusters(static_cast<int>(splits), num_sms))
+            if (force_block_n && c.block_n != force_block_n) continue;
+            if (!force_splits &&
+                (tiles * splits > num_sms || tiles > sm90_bf16_resident_clusters(static_cast<int>(splits), num_sms)))
                 continue;
             if (!sm90_bf16_split_tile_ok(c)) continue;
             c.splits = static_cast<int>(splits);

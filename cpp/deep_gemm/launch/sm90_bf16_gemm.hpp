@@ -64,6 +64,7 @@ struct Sm90Bf16KernelSpec {
   bool mn_major_a = false, mn_major_b = false, fp32_out = false, with_c = false;
   int gemm_type = 0;
   bool batched_k = false, split_k = false;
+  bool direct_d = false;  // a dense bf16 D stored from registers (no staging tile)
   int smem_bytes = 0;
 };
 
@@ -75,7 +76,7 @@ inline std::string sm90_bf16_kernel_name(const Sm90Bf16KernelSpec& s) {
   return "sm90_bf16_gemm_" + layout + tags[s.gemm_type >= 0 && s.gemm_type <= 3 ? s.gemm_type : 0] +
          (s.fp32_out ? "_f32" : "_bf16") + (s.with_c ? "_c" : "") + "_m" + u(s.compiled_m) + "n" + u(s.compiled_n) + "k" +
          u(s.compiled_k) + "_b" + u(s.block_m) + "x" + u(s.block_n) + "_s" + u(s.stages) + "_g" + u(s.group_n) +
-         (s.batched_k ? "_bk" : "") + (s.split_k ? "_sk" : "");
+         (s.batched_k ? "_bk" : "") + (s.split_k ? "_sk" : "") + (s.direct_d ? "_dd" : "");
 }
 
 inline std::string sm90_bf16_kernel_source(const Sm90Bf16KernelSpec& s) {
@@ -91,6 +92,7 @@ inline std::string sm90_bf16_kernel_source(const Sm90Bf16KernelSpec& s) {
              s.gemm_type == 0 && !s.batched_k && !s.split_k);
   t.trailing_bool(s.batched_k, false);
   t.trailing_bool(s.split_k, false);
+  t.trailing_bool(s.direct_d, false);
   std::string code = smem_bytes_define(s.smem_bytes);
   code += "#include <deep_gemm/impls/sm90_bf16_gemm.cuh>\n\n";
   code += "extern \"C\" __global__ void __launch_bounds__(384, 1)\n";
@@ -148,6 +150,30 @@ struct Bf16ConfigKey {
   }
 };
 
+// Developer knobs of the configuration (DG_DEV_SM90_BF16_{BLOCK_M,BLOCK_N,STAGES,DIRECT_D,
+// SPLITS}), for measuring configurations the ranking would not pick; unset (0): the
+// ranking's choice. Set, they apply to every BF16 GEMM but einsum's workspace split, and turn
+// split K off unless SPLITS (a cluster of that many CTAs per tile, dense GEMMs) says more than 1.
+struct Bf16DevKnobs {
+  int block_m = 0, block_n = 0, stages = 0, splits = 0;
+  bool direct_d = false;
+  bool any() const { return block_m || block_n || stages || direct_d || splits; }
+};
+inline const Bf16DevKnobs& bf16_dev_knobs() {
+  static const Bf16DevKnobs k = [] {
+    Bf16DevKnobs v;
+    v.block_m = env_int_knob("DG_DEV_SM90_BF16_BLOCK_M", [](int x) { return x == 0 || x == 64 || x == 128; }, "64 or 128");
+    v.block_n = env_int_knob("DG_DEV_SM90_BF16_BLOCK_N", [](int x) { return x % 16 == 0 && x <= 256; },
+                             "a multiple of 16 up to 256");
+    v.stages = env_int_knob("DG_DEV_SM90_BF16_STAGES", [](int x) { return x == 0 || (x >= 2 && x <= h::kSm90Bf16MaxStages); },
+                            "in [2, 8]");
+    v.direct_d = env_bool_knob("DG_DEV_SM90_BF16_DIRECT_D", false);
+    v.splits = env_int_knob("DG_DEV_SM90_BF16_SPLITS", [](int x) { return x >= 0 && x <= 8; }, "in [0, 8]");
+    return v;
+  }();
+  return k;
+}
+
 inline h::Sm90Bf16GemmConfig choose_bf16_config(const Bf16ConfigKey& key, int max_smem) {
   if (key.ws_splits > 0) {  // split K over a workspace: one CTA per (tile, split)
     const int k = key.ws_split_units * key.k_blocks_per_unit * h::kSm90Bf16BlockK;
@@ -161,12 +187,32 @@ inline h::Sm90Bf16GemmConfig choose_bf16_config(const Bf16ConfigKey& key, int ma
       return c;
     }
   }
-  const bool staged = !key.fp32_out && !key.with_c;
-  for (const auto& c : h::rank_sm90_bf16_gemm_configs(key.m_for_config, key.n, key.k_for_config > 0 ? key.k_for_config : key.k,
+  const auto& knobs = bf16_dev_knobs();
+  const bool staged = !key.fp32_out && !key.with_c && !(knobs.direct_d && key.gemm_type == 0);
+  for (auto c : h::rank_sm90_bf16_gemm_configs(key.m_for_config, key.n, key.k_for_config > 0 ? key.k_for_config : key.k,
                                                       key.num_sms, key.mn_major_a,
                                                       key.mn_major_b, staged, key.fp32_out ? 4 : 2, max_smem,
                                                       key.groups_for_config, key.gemm_type, key.align_m, key.with_c)) {
     if (c.block_m % key.mult_m != 0 || c.block_n % key.mult_n != 0) continue;
+    if (knobs.splits > 1 && key.split_units_total > 0) {
+      const auto sc = h::choose_sm90_bf16_split(c, key.m_for_config, key.n, key.split_units_total, key.k_blocks_per_unit,
+                                                key.num_sms, key.mn_major_a, key.mn_major_b, key.fp32_out ? 4 : 2,
+                                                max_smem, key.with_c, key.mult_m, key.mult_n, knobs.splits,
+                                                knobs.block_n);
+      if (sc.splits != knobs.splits) throw std::runtime_error("deep_gemm: DG_DEV_SM90_BF16_SPLITS: no such split configuration");
+      return sc;
+    }
+    if (knobs.any()) {
+      if ((knobs.block_m && c.block_m != knobs.block_m) || (knobs.block_n && c.block_n != knobs.block_n)) continue;
+      if (knobs.stages) {
+        if (knobs.stages > c.stages)
+          throw std::runtime_error(deep_jit::detail::cat("deep_gemm: DG_DEV_SM90_BF16_STAGES=", knobs.stages, " does not fit ",
+                                                         c.block_m, "x", c.block_n, " tiles (at most ", c.stages, ")"));
+        c.stages = knobs.stages;
+        c.smem_bytes = h::sm90_bf16_smem_bytes(c.block_m, c.block_n, c.stages, c.staged_d);
+      }
+      return c;
+    }
     if (key.split_units_total == 0) return c;
     return h::choose_sm90_bf16_split(c, key.m_for_config, key.n, key.split_units_total, key.k_blocks_per_unit,
                                      key.num_sms, key.mn_major_a, key.mn_major_b, key.fp32_out ? 4 : 2, max_smem,
@@ -196,6 +242,7 @@ inline Plan<h::Sm90Bf16GemmConfig> plan_sm90_bf16_gemm(const detail::Bf16ConfigK
   s.gemm_type = key.gemm_type;
   s.batched_k = key.batched_k;
   s.split_k = cfg.splits > 1;
+  s.direct_d = !key.fp32_out && !key.with_c && !cfg.staged_d && cfg.splits <= 1;
   s.smem_bytes = cfg.smem_bytes;
   const std::string name = sm90_bf16_kernel_name(s);
   return {cfg, JitContext::get().source(name, sm90_bf16_kernel_source(s), name)};

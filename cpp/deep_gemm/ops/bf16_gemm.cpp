@@ -365,6 +365,35 @@ std::string bf16_gemm_build(int64_t m, int64_t n, int64_t k, std::string layout,
   return src.name + "\t" + deep_jit::Runtime::get().build(src);
 }
 
+// Compiles (no GPU needed) the kernel of an m-grouped BF16 GEMM: layout 'contiguous' (m =
+// M_sum), 'psum' (expected_m > 0: the per-group count the op is given, else costed from M_sum)
+// or 'masked' (m = max_m, expected_m the typical valid rows); mn_major_b: the nn form's B.
+// Returns "<kernel name>\t<cubin path>", as m_grouped_fp8_gemm_build.
+std::string m_grouped_bf16_gemm_build(std::string layout, int64_t m, int64_t n, int64_t k, int64_t num_groups,
+                                      int64_t expected_m, int64_t num_sms, std::string compiled_dims,
+                                      bool mn_major_b) {
+  constexpr const char* op = "m_grouped_bf16_gemm_build";
+  check_arg(layout == "contiguous" || layout == "psum" || layout == "masked", op,
+            "layout must be 'contiguous', 'psum' or 'masked', got '", layout, "'");
+  check_arg(m > 0 && n > 0 && k > 0, op, "need M, N, K > 0, got ", m, " x ", n, " x ", k);
+  check_arg(k % 64 == 0, op, "K must be a multiple of 64 (one BF16 K block), got K = ", k);
+  check_arg(num_groups > 0, op, "num_groups must be > 0, got ", num_groups);
+  ArgChecker(op).below_2_31({{"M", m}, {"N", n}, {"K", k}, {"num_groups", num_groups}, {"expected_m", expected_m}});
+  check_arg(num_sms > 0 && num_sms <= 1024, op, "num_sms must be in [1, 1024], got ", num_sms);
+  const bool masked = layout == "masked", psum = layout == "psum";
+  check_arg(!masked || expected_m > 0, op, "expected_m must be > 0 for the masked layout, got ", expected_m);
+  const CompiledDims cd = parse_compiled_dims(compiled_dims, op);
+  const auto [mult_m, mult_n] = DeviceRuntime::get().block_size_multiple_of();
+  const bool per_group = masked || (psum && expected_m > 0);
+  const int align = masked ? 1 : static_cast<int>(DeviceRuntime::get().mk_alignment_for_contiguous_layout());
+  launch::detail::Bf16ConfigKey key{int(m), int(n), int(k), cd.m ? int(m) : 0, cd.n ? int(n) : 0, cd.k ? int(k) : 0,
+                                    int(num_sms), mult_m, mult_n, 0, false, mn_major_b, false, false,
+                                    masked ? 2 : psum ? 3 : 1, per_group ? int(expected_m) : int(m),
+                                    per_group ? int(num_groups) : 1, align};
+  auto [cfg, src] = launch::plan_sm90_bf16_gemm(key, heuristics::kSm90MaxSmemBytes);
+  return src.name + "\t" + deep_jit::Runtime::get().build(src);
+}
+
 }  // namespace
 }  // namespace deep_gemm::ops
 
@@ -377,6 +406,8 @@ STABLE_TORCH_LIBRARY_FRAGMENT(deep_gemm, m) {
         "str compiled_dims=\"nk\") -> ()");
   m.def("bf16_bmk_bnk_mn(Tensor a, Tensor b, Tensor(a!) d, Tensor? c=None) -> ()");
   m.def("bf16_gemm_build(int m, int n, int k, str layout, str out, bool with_c, int num_sms, str compiled_dims) -> str");
+  m.def("m_grouped_bf16_gemm_build(str layout, int m, int n, int k, int num_groups, int expected_m, int num_sms, "
+        "str compiled_dims, bool mn_major_b=False) -> str");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(deep_gemm, CompositeExplicitAutograd, m) {
@@ -385,4 +416,5 @@ STABLE_TORCH_LIBRARY_IMPL(deep_gemm, CompositeExplicitAutograd, m) {
   m.impl("m_grouped_bf16_gemm_nt_masked", TORCH_BOX(&deep_gemm::ops::m_grouped_bf16_gemm_nt_masked));
   m.impl("bf16_bmk_bnk_mn", TORCH_BOX(&deep_gemm::ops::bf16_bmk_bnk_mn));
   m.impl("bf16_gemm_build", TORCH_BOX(&deep_gemm::ops::bf16_gemm_build));
+  m.impl("m_grouped_bf16_gemm_build", TORCH_BOX(&deep_gemm::ops::m_grouped_bf16_gemm_build));
 }

@@ -168,7 +168,8 @@ __device__ __forceinline__ void reduce_split_tile(const float (&acc)[kBlockN / 2
 //    d + s * m * ld_d of a workspace (FP32 D, no C) that the host reduces.
 template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
           uint32_t kStages, uint32_t kGroupN, bool kMnMajorA, bool kMnMajorB, typename OutT, bool kWithC,
-          GemmType kGemmType = GemmType::kNormal, bool kBatchedK = false, bool kSplitK = false>
+          GemmType kGemmType = GemmType::kNormal, bool kBatchedK = false, bool kSplitK = false,
+          bool kDirectD = false>
 __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t shape_n, uint32_t shape_k,
                                                     const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
                                                     const CUtensorMap* tmap_d, OutT* d, const OutT* c,
@@ -188,14 +189,28 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
                   "batched K: dense, K-major operands");
     static_assert(register_budgets_fit(kNumMathThreads, kProducerRegs, kMathRegs), "setmaxnreg budgets over the entry allocation");
     static_assert(!kSplitK || kGemmType == GemmType::kNormal, "split K: dense or batched K");
-    // A bf16 D without C goes through the staging tile and the TMA; otherwise direct stores.
-    constexpr bool kStagedD = kBf16Out && !kWithC && !kSplitK;
+    // A bf16 D without C goes through the staging tile and the TMA; otherwise (or kDirectD:
+    // the staging tile's shared memory spent on pipeline stages) direct stores.
+    static_assert(!kDirectD || (kBf16Out && !kWithC && !kSplitK && kGemmType == GemmType::kNormal),
+                  "direct D: a dense bf16 D without C");
+    constexpr bool kStagedD = kBf16Out && !kWithC && !kSplitK && !kDirectD;
     using Layout = SmemLayout<kBlockM, kBlockN, kStages, kStagedD ? kBlockM * kBlockN * 2 : 0>;
     static_assert(launch_smem_fits<Layout>(), "the launch allocates less shared memory than this layout");
     static_assert(!kSplitK || kStages * Layout::kStageTxBytes >= kBlockM * kBlockN * 4,
                   "split K parks the FP32 tile in the stage memory");
     using Scheduler = TileScheduler<kGemmType, kBlockM, kBlockN, kGroupN, 1>;
     using Mma = ptx::WgmmaBF16<kBlockN, kMnMajorA, kMnMajorB>;
+    // Half tiles (m-grouped forms): a tile whose second 64-row slab starts past its group's
+    // rows (a masked group's or a contiguous group's last rows) would leave one warpgroup
+    // computing rows that are never stored. Instead both warpgroups compute the first slab,
+    // each over half of the columns (m64 n(kBlockN / 2) wgmmas on B's rows kBlockN / 2 apart),
+    // so such a tile costs half a tile. Needs half tiles that keep the staging atoms' width
+    // and, for an MN-major B, whole 64-column chunks.
+    constexpr uint32_t kHalfN = kBlockN / 2;
+    constexpr bool kSplitHalfTiles = kGemmType != GemmType::kNormal && kBlockM == 128 && kHalfN % 16 == 0 &&
+                                     epilogue_swizzle_bytes(kHalfN * 2) == epilogue_swizzle_bytes(kBlockN * 2) &&
+                                     (!kMnMajorB || kHalfN % 64 == 0);
+    using MmaHalf = ptx::WgmmaBF16<kSplitHalfTiles ? kHalfN : kBlockN, kMnMajorA, kMnMajorB>;
 
     const uint32_t m = shape_dim<kShapeM>(shape_m);
     const uint32_t n = shape_dim<kShapeN>(shape_n);
@@ -285,22 +300,24 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
         float acc[kBlockN / 2];
 #pragma unroll
         for (uint32_t i = 0; i < kBlockN / 2; ++i) acc[i] = 0.0f;
-        while (next_tile(sched, tile, taken)) {
-            const uint32_t m0 = sched.a_row(tile), n0 = tile.n_block * kBlockN;
-            // The whole K loop accumulates in `acc`: each K block's wgmmas are issued as one
-            // group; the previous block's stage is handed back once that group is done.
+        // A half tile's accumulators: the first kHalfN / 2 of `acc`.
+        float(&acc_half)[MmaHalf::kNumAccum] = *reinterpret_cast<float(*)[MmaHalf::kNumAccum]>(&acc[0]);
+        // The whole K loop accumulates in `accum`: each K block's wgmmas are issued as one
+        // group; the previous block's stage is handed back once that group is done.
+        const auto k_loop = [&](auto mma, auto& accum, uint64_t da0, uint64_t db0) {
+            using M = decltype(mma);
             uint32_t prev_stage = 0;
             for (uint32_t kb = 0; kb < num_k_blocks; ++kb, pipe.advance()) {
                 const uint32_t s = pipe.stage;
                 ptx::mbar_wait_uniform(smem.full(s), pipe.phase);
-                const uint64_t da = ptx::desc_advance(desc_a0, s * Layout::kABytes);
-                const uint64_t db = ptx::desc_advance(desc_b0, s * Layout::kBBytes);
-                ptx::fence_operands(acc);
+                const uint64_t da = ptx::desc_advance(da0, s * Layout::kABytes);
+                const uint64_t db = ptx::desc_advance(db0, s * Layout::kBBytes);
+                ptx::fence_operands(accum);
                 ptx::wgmma_fence();
 #pragma unroll
                 for (uint32_t kk = 0; kk < kBlockK / kWgmmaK; ++kk)
-                    Mma::mma(ptx::desc_advance(da, kk * kKStepBytes<kMnMajorA>),
-                             ptx::desc_advance(db, kk * kKStepBytes<kMnMajorB>), acc, kb > 0 || kk > 0);
+                    M::mma(ptx::desc_advance(da, kk * kKStepBytes<kMnMajorA>),
+                           ptx::desc_advance(db, kk * kKStepBytes<kMnMajorB>), accum, kb > 0 || kk > 0);
                 ptx::wgmma_commit();
                 if (kb > 0) {
                     ptx::wgmma_wait<1>();
@@ -309,8 +326,27 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
                 prev_stage = s;
             }
             ptx::wgmma_wait<0>();
-            ptx::fence_operands(acc);
+            ptx::fence_operands(accum);
             release_stage<1>(smem.empty(prev_stage), lane, true);
+        };
+        while (next_tile(sched, tile, taken)) {
+            const uint32_t m0 = sched.a_row(tile), n0 = tile.n_block * kBlockN;
+            if constexpr (kSplitHalfTiles) {
+                if (!sched.row_valid(tile, m0 + 64)) {
+                    // Slab 0's rows (A at the tile's first row), columns [wg kHalfN, +kHalfN).
+                    constexpr uint32_t kBHalfBytes = kMnMajorB ? kHalfN / 64 * kChunkBytes : kHalfN * 128;
+                    k_loop(MmaHalf{}, acc_half, make_desc<kMnMajorA>(smem.a(0)),
+                           ptx::desc_advance(desc_b0, wg * kBHalfBytes));
+                    const uint32_t row = m0 + row_lo - wg * 64;
+                    const bool lo_ok[1] = {sched.row_valid(tile, row)};
+                    const bool hi_ok[1] = {sched.row_valid(tile, row + 8)};
+                    const float(&slab)[1][kHalfN / 2] = reinterpret_cast<const float(&)[1][kHalfN / 2]>(acc_half);
+                    epilogue::store_tile_bf16_rows<kHalfN, 1>(slab, smem.d() + wg * 64 * kBlockN * 2, tmap_d, 1 + wg,
+                                                              m0, 64, n0 + wg * kHalfN, lo_ok, hi_ok, d, ld_d, n);
+                    continue;
+                }
+            }
+            k_loop(Mma{}, acc, desc_a0, desc_b0);
 
             const uint32_t row = m0 + row_lo;
             const uint32_t bar_id = 1 + wg;  // named barrier per math warpgroup (0 = __syncthreads)
@@ -335,7 +371,7 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
                                                                lo_ok, hi_ok, d, ld_d, n);
                 }
             } else if constexpr (kBf16Out) {
-                epilogue::store_tile_bf16_direct<kBlockN>(acc, d, ld_d, row, n0, m, n, lane, c);
+                epilogue::store_tile_bf16_direct<kBlockN>(acc, d, ld_d, row, n0, m, n, lane, kWithC ? c : nullptr);
             } else {
                 epilogue::store_tile<kBlockN>(acc, d, kWithC ? c : nullptr, ld_d, row, n0, m, n, lane);
             }
