@@ -442,3 +442,23 @@ def test_developer_config_knobs_compute_correctly(knobs):
     res = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **knobs), capture_output=True, text=True,
                          timeout=600)
     assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-3000:]
+
+
+@pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc to compile")
+def test_masked_kernels_walk_two_wide_n_groups(tmp_path):
+    """The masked form numbers its tiles in groups of 2 n-blocks (the m-blocks sharing a B tile
+    on neighbouring CTAs); the contiguous form keeps groups of 16."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import torch, deep_gemm\n"
+            "b = torch.ops.deep_gemm.m_grouped_bf16_gemm_build\n"
+            "print(b('masked', 4096, 4096, 7168, 32, 192, 132, 'nk', False).split()[0])\n"
+            "print(b('contiguous', 32768, 4096, 7168, 4, 0, 132, 'nk', False).split()[0])\n")
+    res = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path)),
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    masked, contiguous = res.stdout.split()
+    assert "_mgm_" in masked and masked.endswith("_g2"), masked
+    assert "_mgc_" in contiguous and contiguous.endswith("_g16"), contiguous

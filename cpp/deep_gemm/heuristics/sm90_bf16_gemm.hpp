@@ -79,6 +79,13 @@ inline std::vector<Sm90Bf16GemmConfig> rank_sm90_bf16_gemm_configs(int m, int n,
             c.staged_d = staged_d;
             c.swizzle_d = staged_d ? sm90_epilogue_swizzle(bn * 2) : 0;
             c.gemm_type = gemm_type;
+            // Masked groups have a few m-blocks each, and each group reads its own B: with
+            // 2-wide n-block groups the m-blocks that share a B tile run on neighbouring CTAs.
+            // H200, 2026-12-03 (DG_DEV_SM90_BF16_GROUP_N, two rounds): masked 32 x ~192 x 4096
+            // x 7168 826.6 / 807.0 -> 692.5 us at 2 (688.9 / 692.4 at 1), 6 x ~1024 x 7168 x
+            // 3072 413.7 / 416.0 -> 403.9; the contiguous rows were as fast or slower (1328-1352
+            // -> 1439 us at 8 x ~4096 x 7168 x 2048), so they keep 16.
+            if (gemm_type == 2) c.group_n = 2;
             c.num_sms = num_sms;
             c.num_math_threads = bm / 64 * 128;
             c.num_threads = c.num_math_threads + 128;

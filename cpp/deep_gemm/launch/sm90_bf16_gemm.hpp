@@ -151,13 +151,13 @@ struct Bf16ConfigKey {
 };
 
 // Developer knobs of the configuration (DG_DEV_SM90_BF16_{BLOCK_M,BLOCK_N,STAGES,DIRECT_D,
-// SPLITS}), for measuring configurations the ranking would not pick; unset (0): the
+// SPLITS,GROUP_N}), for measuring configurations the ranking would not pick; unset (0): the
 // ranking's choice. Set, they apply to every BF16 GEMM but einsum's workspace split, and turn
 // split K off unless SPLITS (a cluster of that many CTAs per tile, dense GEMMs) says more than 1.
 struct Bf16DevKnobs {
-  int block_m = 0, block_n = 0, stages = 0, splits = 0;
+  int block_m = 0, block_n = 0, stages = 0, splits = 0, group_n = 0;
   bool direct_d = false;
-  bool any() const { return block_m || block_n || stages || direct_d || splits; }
+  bool any() const { return block_m || block_n || stages || direct_d || splits || group_n; }
 };
 inline const Bf16DevKnobs& bf16_dev_knobs() {
   static const Bf16DevKnobs k = [] {
@@ -169,6 +169,7 @@ inline const Bf16DevKnobs& bf16_dev_knobs() {
                             "in [2, 8]");
     v.direct_d = env_bool_knob("DG_DEV_SM90_BF16_DIRECT_D", false);
     v.splits = env_int_knob("DG_DEV_SM90_BF16_SPLITS", [](int x) { return x >= 0 && x <= 8; }, "in [0, 8]");
+    v.group_n = env_int_knob("DG_DEV_SM90_BF16_GROUP_N", [](int x) { return x >= 0 && x <= 64; }, "in [1, 64]");
     return v;
   }();
   return k;
@@ -211,6 +212,7 @@ inline h::Sm90Bf16GemmConfig choose_bf16_config(const Bf16ConfigKey& key, int ma
         c.stages = knobs.stages;
         c.smem_bytes = h::sm90_bf16_smem_bytes(c.block_m, c.block_n, c.stages, c.staged_d);
       }
+      if (knobs.group_n) c.group_n = knobs.group_n;
       return c;
     }
     if (key.split_units_total == 0) return c;
