@@ -202,6 +202,19 @@ def test_split_k(m, n, k, layout, out, mode):
     assert calc_diff(d, ref) < (1e-5 if out == F32 or c is None else 1e-4)
 
 
+def _contiguous_layout(rows):
+    """The contiguous layout of groups of `rows` rows, each padded to the alignment: the
+    per-row group index (-1 = padding), each group's first row and its end row."""
+    align = deep_gemm.get_mk_alignment_for_contiguous_layout()
+    index, starts, ends = [], [], []
+    for grp, r in enumerate(rows):
+        starts.append(len(index))
+        index += [grp] * r
+        ends.append(len(index))
+        index += [-1] * (-(-r // align) * align - r)
+    return index, starts, ends
+
+
 def _grouped_b(g, n, k, nn):
     b = _randn(g, k, n) if nn else _randn(g, n, k)
     return b, (b.float().transpose(1, 2) if nn else b.float())
@@ -212,14 +225,8 @@ def _grouped_b(g, n, k, nn):
 @pytest.mark.parametrize("psum", [False, True])
 def test_m_grouped_contiguous(psum, nn):
     g, n, k = 4, 4096, 2048
-    align = deep_gemm.get_mk_alignment_for_contiguous_layout()
     rows = [1000, 0, 1500, 333]
-    index, starts, ends = [], [], []
-    for grp, r in enumerate(rows):
-        starts.append(len(index))
-        index += [grp] * r
-        ends.append(len(index))
-        index += [-1] * (-(-r // align) * align - r)
+    index, starts, ends = _contiguous_layout(rows)
     m_sum = len(index)
     a = _randn(m_sum, k)
     b, b_f = _grouped_b(g, n, k, nn)
@@ -263,13 +270,7 @@ def test_m_grouped_half_tiles(form):
             assert d[grp, r:].isnan().all(), f"group {grp}: rows past masked_m written"
             assert calc_diff(d[grp, :r], a[grp, :r].float() @ b_f[grp].t()) < 1e-5, f"group {grp}"
     else:
-        align = deep_gemm.get_mk_alignment_for_contiguous_layout()
-        index, starts, ends = [], [], []
-        for grp, r in enumerate(HALF_TILE_ROWS):
-            starts.append(len(index))
-            index += [grp] * r
-            ends.append(len(index))
-            index += [-1] * (-(-r // align) * align - r)
+        index, starts, ends = _contiguous_layout(HALF_TILE_ROWS)
         m_sum = len(index)
         psum = form.startswith("psum")
         name = torch.ops.deep_gemm.m_grouped_bf16_gemm_build("psum" if psum else "contiguous", m_sum, n, k, g, 0,

@@ -54,6 +54,17 @@ GROUPED_SUITE = [
 ]
 
 _MAX_DIM = 2**31 - 1
+
+
+def _m_grouped_build_args(entry: tuple) -> tuple[int, int, int, int, int, str]:
+    """(groups, m, n, k, expected_m, label) of a GROUPED_SUITE masked or contiguous entry, as
+    the m_grouped_*_gemm_build ops take them (masked: m = max_m; contiguous: m = M_sum, no
+    expected_m)."""
+    if entry[0] == "masked":
+        _, g, expected_m, max_m, n, k = entry
+        return g, max_m, n, k, expected_m, f"masked {g} x ~{expected_m}/{max_m}"
+    _, g, expected_m, n, k = entry
+    return g, g * expected_m, n, k, 0, f"contiguous {g} x ~{expected_m}"
 _RECORD_FIELDS = ("name", "entry", "code", "arch", "cpp_std", "opt_level", "line_info", "defines", "extra_flags")
 
 
@@ -269,12 +280,7 @@ def main(argv: list[str] | None = None) -> int:
             seen.add(name)
             print(f"{f'k_grouped {g} x ~{tokens}':>24} x {m:>6} x {n:>6} fp32  {status}  {name}  {path}", flush=True)
             continue
-        if entry[0] == "masked":
-            _, g, expected_m, max_m, n, k = entry
-            m, label = max_m, f"masked {g} x ~{expected_m}/{max_m}"
-        else:
-            _, g, expected_m, n, k = entry
-            m, expected_m, label = g * expected_m, 0, f"contiguous {g} x ~{entry[2]}"
+        g, m, n, k, expected_m, label = _m_grouped_build_args(entry)
         name, path = build("--suite grouped", torch.ops.deep_gemm.m_grouped_fp8_gemm_build,
                            entry[0], m, n, k, g, expected_m, args.num_sms, args.compiled_dims).split("\t")
         status = "cached" if name in seen else f"{time.perf_counter() - t0:6.2f} s"
@@ -289,12 +295,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{m:>6} x {n:>6} x {k:>6} bf16 (BF16 GEMM)  {status}  {name}  {path}", flush=True)
     for entry in bf16_grouped:
         t0 = time.perf_counter()
-        if entry[0] == "masked":
-            _, g, expected_m, max_m, n, k = entry
-            m, label = max_m, f"bf16 masked {g} x ~{expected_m}/{max_m}"
-        else:
-            _, g, expected_m, n, k = entry
-            m, expected_m, label = g * expected_m, 0, f"bf16 contiguous {g} x ~{entry[2]}"
+        g, m, n, k, expected_m, label = _m_grouped_build_args(entry)
+        label = "bf16 " + label
         name, path = build("--suite bf16", torch.ops.deep_gemm.m_grouped_bf16_gemm_build,
                            entry[0], m, n, k, g, expected_m, args.num_sms, args.compiled_dims, False).split("\t")
         status = "cached" if name in seen else f"{time.perf_counter() - t0:6.2f} s"
