@@ -55,6 +55,9 @@ def test_grouped_forms_accept_their_shapes():
     deep_gemm.m_grouped_bf16_gemm_nt_masked(_meta(2, 64, 128), _meta(2, 64, 128), _meta(2, 64, 64), ends, 32)
     deep_gemm.bf16_m_grouped_gemm_nt_masked(_meta(2, 64, 128), _meta(2, 128, 64).transpose(1, 2), _meta(2, 64, 64),
                                             ends, 32)
+    # The masked groups of A and D may interleave (read and written through rank-3 maps).
+    deep_gemm.m_grouped_bf16_gemm_nt_masked(_meta(64, 2, 128).transpose(0, 1), _meta(2, 64, 128),
+                                            _meta(64, 2, 64).transpose(0, 1), ends, 32)
 
 
 BAD = {
@@ -288,6 +291,27 @@ def test_m_grouped_half_tiles(form):
     # The tiles these shapes get split their halves (a width whose halves keep the staging
     # atoms): a heuristics change that moves them off it must move the shapes too.
     assert "_b128x128_" in name or "_b128x256_" in name, name
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nn", [False, True])
+def test_m_grouped_masked_interleaved_groups(nn):
+    """A's and D's groups interleaved in their rows (as einsum's heads are), D a column slice of
+    a wider buffer: each group's rows up to masked_m are right (half tiles included), and no
+    other element of D's buffer is written."""
+    g, max_m, n, k = len(HALF_TILE_ROWS), 256, 1000, 512
+    torch.manual_seed(11)
+    b, b_f = _grouped_b(g, n, k, nn)
+    a = _randn(max_m, g, k).transpose(0, 1)
+    buf = torch.full((max_m, g, n + 24), float("nan"), device="cuda", dtype=BF16)
+    d = buf[:, :, :n].transpose(0, 1)
+    deep_gemm.m_grouped_bf16_gemm_nt_masked(a, b.transpose(1, 2) if nn else b, d,
+                                            torch.tensor(HALF_TILE_ROWS, dtype=I32, device="cuda"), 128)
+    torch.cuda.synchronize()
+    assert buf[:, :, n:].isnan().all(), "columns past N written"
+    for grp, r in enumerate(HALF_TILE_ROWS):
+        assert d[grp, r:].isnan().all(), f"group {grp}: rows past masked_m written"
+        assert calc_diff(d[grp, :r], a[grp, :r].float() @ b_f[grp].t()) < 1e-5, f"group {grp}"
 
 
 @pytest.mark.gpu

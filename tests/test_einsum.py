@@ -25,6 +25,9 @@ def test_supported_expressions_on_meta():
     y = _meta(8, 128, 640)[:, :, :512]
     deep_gemm.einsum("bhr,hdr->bhd", _meta(32, 8, 512), y, _meta(32, 8, 128))
     deep_gemm.einsum("bhd,hdr->bhr", _meta(32, 8, 128), y, _meta(32, 8, 512))
+    # Layouts our kernel does not take (head rows 136 bytes apart, K = 200) run on cuBLASLt.
+    deep_gemm.einsum("bhr,hdr->bhd", _meta(4, 8, 68)[:, :, :64], _meta(8, 32, 64), _meta(4, 8, 32))
+    deep_gemm.einsum("bhr,hdr->bhd", _meta(4, 8, 200), _meta(8, 32, 200), _meta(4, 8, 32), use_cublaslt=True)
     z = _meta(8, 128, 512, dtype=F32)
     deep_gemm.einsum("bhd,bhr->hdr", _meta(32, 8, 128), _meta(32, 8, 512), z, z)
     deep_gemm.fp8_einsum("bhr,hdr->bhd", (_meta(64, 16, 512, dtype=FP8), _meta(64, 16, 4, dtype=F32)),
@@ -47,7 +50,11 @@ BAD = {
     "bhr fp32 d": (lambda: deep_gemm.einsum("bhr,hdr->bhd", _meta(4, 8, 64), _meta(8, 32, 64),
                                             _meta(4, 8, 32, dtype=F32)), "torch.bfloat16"),
     "bhr heads": (lambda: deep_gemm.einsum("bhr,hdr->bhd", _meta(4, 8, 64), _meta(4, 32, 64), _meta(4, 8, 32)),
-                  "batch"),
+                  "head counts differ"),
+    "bhd contraction": (lambda: deep_gemm.einsum("bhd,hdr->bhr", _meta(4, 8, 64), _meta(8, 32, 64), _meta(4, 8, 64)),
+                        "contracted lengths differ"),
+    "bhr d shape": (lambda: deep_gemm.einsum("bhr,hdr->bhd", _meta(4, 8, 64), _meta(8, 32, 64), _meta(4, 8, 48)),
+                    r"d must be \[4, 8, 32\]"),
     "bhd bhr hdr bf16 d": (lambda: deep_gemm.einsum("bhd,bhr->hdr", _meta(4, 8, 64), _meta(4, 8, 32),
                                                     _meta(8, 64, 32)), "torch.float32"),
     "rank": (lambda: deep_gemm.einsum("bhr,hdr->bhd", _meta(4, 64), _meta(8, 32, 64), _meta(4, 8, 32)), "3-D"),
@@ -130,21 +137,26 @@ def test_bmk_bnk_mn_split_into_strided_odd_d():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("h,r,dd", [(128, 512, 128), (8, 4096, 1024)])
+@pytest.mark.parametrize("use_cublaslt", [False, True])
+@pytest.mark.parametrize("h,r,dd", [(128, 512, 128), (8, 4096, 1024), (16, 200, 96)])
 @pytest.mark.parametrize("bsz", [4, 128, 4096])
-def test_bhr_hdr_bhd_and_bhd_hdr_bhr(h, r, dd, bsz):
+def test_bhr_hdr_bhd_and_bhd_hdr_bhr(h, r, dd, bsz, use_cublaslt):
+    # Our BF16 kernel where the contraction is a multiple of 64 (else, and with use_cublaslt,
+    # cuBLASLt): (16, 200, 96) contracts over 200 and 96.
     x = _randn(bsz, h, r)
     y = _randn(h, dd, r + 128)[:, :, :r]  # a view, as upstream's callers pass it
     z = torch.full((bsz, h, dd), float("nan"), device="cuda", dtype=BF16)
-    deep_gemm.einsum("bhr,hdr->bhd", x, y, z)
+    deep_gemm.einsum("bhr,hdr->bhd", x, y, z, use_cublaslt=use_cublaslt)
     torch.cuda.synchronize()
     assert calc_diff(z, torch.einsum("bhr,hdr->bhd", x.float(), y.float())) < 1e-5
     x2 = _randn(bsz, h, dd)
     y2 = _randn(h, dd, r + 128)[:, :, :r]
-    z2 = torch.full((bsz, h, r), float("nan"), device="cuda", dtype=BF16)
-    deep_gemm.einsum("bhd,hdr->bhr", x2, y2, z2)
+    buf = torch.full((bsz, h, r + 8), float("nan"), device="cuda", dtype=BF16)
+    z2 = buf[:, :, :r]  # a view: the 8 columns past it stay untouched
+    deep_gemm.einsum("bhd,hdr->bhr", x2, y2, z2, use_cublaslt=use_cublaslt)
     torch.cuda.synchronize()
     assert calc_diff(z2, torch.einsum("bhd,hdr->bhr", x2.float(), y2.float())) < 1e-5
+    assert buf[:, :, r:].isnan().all()
 
 
 @pytest.mark.gpu

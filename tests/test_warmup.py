@@ -128,10 +128,13 @@ def test_warmup_bf16_suite(tmp_path):
     lines = out.stdout.strip().splitlines()
     dense = [line for line in lines if "(BF16 GEMM)" in line]
     grouped = [line for line in lines if "bf16 contiguous" in line or "bf16 masked" in line]
-    assert len(dense) == 9 and len(grouped) == 4 and len(lines) == 13, lines
+    heads = [line for line in lines if "hdr" in line]
+    assert len(dense) == 9 and len(grouped) == 4 and len(heads) == 2 and len(lines) == 15, lines
     # The m-grouped BF16 kernels of the grouped suite: two contiguous, two masked.
     kinds = sorted(line.split()[-2].split("_")[4] for line in grouped)
     assert kinds == ["mgc", "mgc", "mgm", "mgm"], grouped
+    # einsum's per-head forms: the masked kernel, B K-major (bhr,hdr->bhd) and MN-major (bhd,hdr->bhr).
+    assert sorted(line.split()[-2].split("_")[3:5] for line in heads) == [["nn", "mgm"], ["nt", "mgm"]], heads
     split = {}
     for line in dense:
         name, path = line.split()[-2:]

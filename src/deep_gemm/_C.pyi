@@ -7,6 +7,7 @@
 #   deep_gemm::bf16_bmk_bnk_mn(Tensor a, Tensor b, Tensor(a!) d, Tensor? c=None) -> ()
 #   deep_gemm::bf16_gemm_build(int m, int n, int k, str layout, str out, bool with_c, int num_sms, str compiled_dims) -> str
 #   deep_gemm::bf16_gemm_nt(Tensor a, Tensor b, Tensor(a!) d, Tensor? c=None, str compiled_dims="nk") -> ()
+#   deep_gemm::bf16_hmk_hnk_hmn(Tensor a, Tensor b, Tensor(a!) d) -> ()
 #   deep_gemm::cublaslt_bmm_nt(Tensor a, Tensor b, Tensor(a!) d, Tensor? c=None) -> ()
 #   deep_gemm::cublaslt_gemm_nt(Tensor a, Tensor b, Tensor(a!) d, Tensor? c=None) -> ()
 #   deep_gemm::cublaslt_info() -> str

@@ -4,10 +4,16 @@
   and no ``c``), one BF16 kernel whose K loop walks every batch; where the output has too few
   tiles to fill the SMs, the batches are split over CTAs whose FP32 partial sums a fixed-order
   ``torch.sum`` reduces (deterministic).
-* ``bhr,hdr->bhd``, ``bhd,hdr->bhr`` (bf16 ``d``, no ``c``) and ``bhd,bhr->hdr`` (fp32 ``d``,
-  ``c`` None or ``d``): per-head GEMMs, run as one cuBLASLt strided-batched GEMM on torch's
-  current stream (SM90 has no batched kernel of ours yet; ``use_cublaslt`` is accepted and
-  these run on cuBLASLt either way).
+* ``bhr,hdr->bhd``, ``bhd,hdr->bhr`` (bf16 ``d``, no ``c``): per-head GEMMs. Where each head's
+  GEMM is memory-bound (DeepSeek's 128 heads of 512 x 128), they run as one BF16 masked grouped
+  GEMM with every head a full group, head h's rows of ``a`` and ``d`` read and written in place
+  through rank-3 tensor maps; that needs a contraction length that is a multiple of 64, an
+  output width that is a multiple of 8, ``b``'s heads back to back and 16-byte aligned
+  pointers and row strides. Otherwise (compute-bound heads, where cuBLASLt's clustered
+  kernels are faster than our grouped one, or other layouts), and with ``use_cublaslt=True``,
+  one cuBLASLt strided-batched GEMM on torch's current stream.
+* ``bhd,bhr->hdr`` (fp32 ``d``, ``c`` None or ``d``): per-head GEMMs contracting over the
+  batch, one cuBLASLt strided-batched GEMM (``use_cublaslt`` accepted; cuBLASLt either way).
 * ``fp8_einsum("bhr,hdr->bhd", (x, sfx), (y, sfy), d)``: one masked grouped FP8 GEMM over
   the heads (recipe ``(1, 128, 128)``: x per-token scales ``[b, h, ceil(r/128)]``, y
   per-block scales ``[h, ceil(d/128), ceil(r/128)]``): head h is group h with all b rows,
@@ -27,6 +33,7 @@ from ._cublaslt import _preload_wheel_library
 _ops = torch.ops.deep_gemm
 _bmk_op = _ops.bf16_bmk_bnk_mn.default
 _bmm_op = _ops.cublaslt_bmm_nt.default
+_heads_op = _ops.bf16_hmk_hnk_hmn.default
 _masked_op = _ops.m_grouped_fp8_gemm_nt_masked.default
 
 EINSUM_EXPRESSIONS = ("bmk,bnk->mn", "bhr,hdr->bhd", "bhd,hdr->bhr", "bhd,bhr->hdr")
@@ -50,6 +57,46 @@ def _dims(fn: str, name: str, t: torch.Tensor, n: int, form: str) -> None:
 def _bmm(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor]) -> None:
     _preload_wheel_library()
     _bmm_op(a, b, d, c)  # on d's device whatever the current one (the op switches for the call)
+
+
+# FLOPs per byte above which a GEMM is compute-bound on the H200 (989 TFLOP/s dense BF16 over
+# about 4.3 TB/s of copy bandwidth).
+_COMPUTE_BOUND_FLOPS_PER_BYTE = 230.0
+
+
+def _memory_bound(m: int, n: int, k: int) -> bool:
+    return 2.0 * m * n * k < _COMPUTE_BOUND_FLOPS_PER_BYTE * 2.0 * (m * k + n * k + m * n)
+
+
+def _tma_fits(t: torch.Tensor) -> bool:
+    # Innermost dimension contiguous, the others 16-byte multiples, the data 16-byte aligned.
+    return (t.stride(-1) == 1 and all(s % 8 == 0 for s in t.stride()[:-1])
+            and t.data_ptr() % 16 == 0)
+
+
+def _heads(fn: str, e: str, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, use_cublaslt: bool) -> None:
+    # Per head h: d[:, h] = a[:, h] @ B_h^T with B_h = b[h] (bhr,hdr->bhd) or b[h].T (bhd,hdr->bhr).
+    rows, heads, k = a.shape
+    bk, bn = (2, 1) if e == "bhr,hdr->bhd" else (1, 2)
+    n = b.shape[bn]
+    if b.shape[0] != heads:
+        raise ValueError(f"deep_gemm.{fn}: {e}: the head counts differ: a {list(a.shape)} has {heads} "
+                         f"(a.shape[1]), b {list(b.shape)} has {b.shape[0]} (b.shape[0])")
+    if b.shape[bk] != k:
+        raise ValueError(f"deep_gemm.{fn}: {e}: the contracted lengths differ: a.shape[2] = {k}, "
+                         f"b.shape[{bk}] = {b.shape[bk]}")
+    if tuple(d.shape) != (rows, heads, n):
+        raise ValueError(f"deep_gemm.{fn}: {e}: d must be {[rows, heads, n]} for a {list(a.shape)} and "
+                         f"b {list(b.shape)}, got {list(d.shape)}")
+    bt = b if e == "bhr,hdr->bhd" else b.transpose(1, 2)  # [H, N, K]
+    av, dv = a.transpose(0, 1), d.transpose(0, 1)  # [H, B, K], [H, B, N]
+    # b's heads back to back (a column slice of a wider [H, D, R'] buffer is fine).
+    b_packed = heads <= 1 or b.stride(0) == b.shape[1] * b.stride(1)
+    if (not use_cublaslt and _memory_bound(rows, n, k) and a.dtype == b.dtype == d.dtype == torch.bfloat16
+            and k % 64 == 0 and n % 8 == 0 and b_packed and _tma_fits(b) and _tma_fits(av) and _tma_fits(dv)):
+        _heads_op(av, bt, dv)
+    else:
+        _bmm(av, bt, dv, None)
 
 
 def einsum(expr: str, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Optional[torch.Tensor] = None,
@@ -90,11 +137,7 @@ def einsum(expr: str, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, c: Opti
         raise ValueError(f"deep_gemm.{fn}: {e} does not accumulate: c must be None")
     if d.dtype != torch.bfloat16:
         raise ValueError(f"deep_gemm.{fn}: {e}: d must be torch.bfloat16, got {d.dtype}")
-    if e == "bhr,hdr->bhd":
-        # per head h: Z[:, h] = X[:, h] @ Y[h].T
-        _bmm(a.permute(1, 0, 2), b, d.permute(1, 0, 2), None)
-    else:  # bhd,hdr->bhr: per head h: Z[:, h] = X[:, h] @ Y[h] (Y[h] read MN-major)
-        _bmm(a.permute(1, 0, 2), b.transpose(1, 2), d.permute(1, 0, 2), None)
+    _heads(fn, e, a, b, d, use_cublaslt)
 
 
 def fp8_einsum(expr: str, a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor], d: torch.Tensor,

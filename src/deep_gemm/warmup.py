@@ -53,6 +53,15 @@ GROUPED_SUITE = [
     ("k_grouped", 8, 4096, 7168, 2048),
 ]
 
+# einsum's per-head forms in the einsum suite that run on our kernel (expression, batch,
+# heads, r, d): each head a [batch, K] x [K, N] GEMM of the masked BF16 kernel with every
+# group full; bhr,hdr->bhd contracts over r (B K-major), bhd,hdr->bhr over d (B MN-major).
+# (The suite's 8-head row is compute-bound per head and runs on cuBLASLt: deep_gemm.einsum.)
+EINSUM_HEADS = [
+    ("bhr,hdr->bhd", 4096, 128, 512, 128),
+    ("bhd,hdr->bhr", 4096, 128, 512, 128),
+]
+
 _MAX_DIM = 2**31 - 1
 
 
@@ -198,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
                     "needed by --suite and --shape")
     ap.add_argument("--suite", choices=["fp8", "grouped", "bf16", "indexer", "hc"], action="append", default=[],
                     help="a benchmark suite's shapes (bf16: the dense BF16 nt kernels of the fp8 suite's shapes and the "
-                         "m-grouped BF16 nt kernels of the grouped suite's; "
+                         "m-grouped BF16 nt kernels of the grouped suite's and einsum's per-head kernels; "
                          "indexer: the V3.2 indexer's prefill and paged decode kernels at H 64, D 128; hc: the "
                          "HyperConnection prenorm GEMM's)")
     ap.add_argument("--shape", type=_parse_shape, action="append", default=[], help="M,N,K[:fp32]")
@@ -214,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     grouped = GROUPED_SUITE if "grouped" in args.suite else []
     bf16 = FP8_SUITE if "bf16" in args.suite else []
     bf16_grouped = [e for e in GROUPED_SUITE if e[0] != "k_grouped"] if "bf16" in args.suite else []
+    einsum_heads = EINSUM_HEADS if "bf16" in args.suite else []
     indexer = "indexer" in args.suite
     hc = HC_SUITE if "hc" in args.suite else []
     if not shapes and not grouped and not bf16 and not indexer and not hc and not args.from_record:
@@ -302,6 +312,15 @@ def main(argv: list[str] | None = None) -> int:
         status = "cached" if name in seen else f"{time.perf_counter() - t0:6.2f} s"
         seen.add(name)
         print(f"{label:>24} x {n:>6} x {k:>6} bf16  {status}  {name}  {path}", flush=True)
+    for expr, rows, heads, r, dd in einsum_heads:
+        t0 = time.perf_counter()
+        bhr = expr == "bhr,hdr->bhd"
+        n, k = (dd, r) if bhr else (r, dd)
+        name, path = build("--suite bf16", torch.ops.deep_gemm.m_grouped_bf16_gemm_build, "masked", rows, n, k,
+                           heads, rows, args.num_sms, "", not bhr).split("\t")
+        status = "cached" if name in seen else f"{time.perf_counter() - t0:6.2f} s"
+        seen.add(name)
+        print(f"{expr} {heads:>3} x {rows:>5} x {n:>6} x {k:>6}  {status}  {name}  {path}", flush=True)
     if indexer:
         for form in INDEXER_PREFILL_FORMS:
             t0 = time.perf_counter()

@@ -8,12 +8,16 @@
 //   (uint32 m, uint32 n, uint32 k, CUtensorMap a, CUtensorMap b, CUtensorMap d,
 //    OutT* d, const OutT* c /*may be d, or null*/, uint32 ld_d /*elements*/,
 //    const int* grouped_layout, uint32 num_groups, uint32 align_m, uint32 num_batches,
-//    uint32 split_units /*split K: batches (batched K) or K blocks per split; else 0*/)
-//   m: M (dense), M_sum (contiguous, psum) or max rows per group (masked).
+//    uint32 split_units /*split K: batches (batched K) or K blocks per split; else 0*/,
+//    uint64 d_group_stride /*elements; masked: from one group's D to the next*/)
+//   m: M (dense), M_sum (contiguous, psum) or max rows per group (masked; grouped_layout
+//   null: every group has all of them).
 //   Tensor maps (bf16, 128B swizzle): A K-major [rows][K] box 64 x block_m, or MN-major
 //   [K][M] box 64 x 64; B K-major [G * N][K] box 64 x block_n, or MN-major [G * K][N] box
 //   64 x 64; D (staged bf16 only; otherwise A's map stands in, unused) [rows][N] box
-//   swizzle_d / 2 x 64.
+//   swizzle_d / 2 x 64. Masked: A and D are rank-3 maps [G][max_m][.] (box 1 group deep)
+//   whose groups lie a_group_bytes and d_group_elems apart: any 16-byte multiple, so the
+//   groups may interleave (einsum's heads).
 #pragma once
 
 #include <algorithm>
@@ -44,6 +48,8 @@ struct Sm90Bf16Problem {
   // pitch between K rows), and D's row pitch in elements. a_rows: A's rows as a 2-D view.
   uint64_t lda_bytes = 0, ldb_bytes = 0, ld_d = 0;
   uint64_t a_rows = 0, d_rows = 0;
+  // Masked: the strides from one group of A (bytes) and of D (elements) to the next.
+  uint64_t a_group_bytes = 0, d_group_elems = 0;
   // einsum bmk,bnk->mn: the K loop sums `num_batches` batches (0: not batched); A and B are
   // [batch][rows][K] K-major with these batch strides.
   int num_batches = 0;
@@ -100,10 +106,10 @@ inline std::string sm90_bf16_kernel_source(const Sm90Bf16KernelSpec& s) {
           "         const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,\n"
           "         const __grid_constant__ CUtensorMap tmap_d, " + out_t + "* d, const " + out_t + "* c, uint32_t ld_d,\n"
           "         const int* grouped_layout, uint32_t num_groups, uint32_t align_m, uint32_t num_batches,\n"
-          "         uint32_t split_units) {\n";
+          "         uint32_t split_units, uint64_t d_group_stride) {\n";
   code += "    deep_gemm::sm90_bf16_gemm_impl<" + t.str() +
           ">(\n        m, n, k, &tmap_a, &tmap_b, &tmap_d, d, c, ld_d, grouped_layout, num_groups, align_m, "
-          "num_batches, split_units);\n}\n";
+          "num_batches, split_units, d_group_stride);\n}\n";
   return code;
 }
 
@@ -117,15 +123,19 @@ inline std::vector<Sm90TensorMapSpec> sm90_bf16_tensor_maps(const h::Sm90Bf16Gem
     const uint64_t batches = static_cast<uint64_t>(p.num_batches);
     maps.push_back({"a", Sm90TmaDtype::kBF16, k, p.a_rows, p.lda_bytes, 64, bm, 128, batches, p.a_batch_bytes});
     maps.push_back({"b", Sm90TmaDtype::kBF16, k, n, p.ldb_bytes, 64, bn, 128, batches, p.b_batch_bytes});
+  } else if (p.gemm_type == 2) {  // masked: A [G][max_m][K] (K-major), B as below
+    maps.push_back({"a", Sm90TmaDtype::kBF16, k, p.a_rows, p.lda_bytes, 64, bm, 128, g, p.a_group_bytes});
   } else {
     maps.push_back(p.mn_major_a ? Sm90TensorMapSpec{"a", Sm90TmaDtype::kBF16, p.a_rows, k, p.lda_bytes, 64, 64, 128}
                                 : Sm90TensorMapSpec{"a", Sm90TmaDtype::kBF16, k, p.a_rows, p.lda_bytes, 64, bm, 128});
+  }
+  if (p.num_batches == 0)
     maps.push_back(p.mn_major_b ? Sm90TensorMapSpec{"b", Sm90TmaDtype::kBF16, n, k * g, p.ldb_bytes, 64, 64, 128}
                                 : Sm90TensorMapSpec{"b", Sm90TmaDtype::kBF16, k, n * g, p.ldb_bytes, 64, bn, 128});
-  }
+  const uint64_t d_batches = p.gemm_type == 2 ? g : 0;
   if (c.staged_d)
     maps.push_back({"d", Sm90TmaDtype::kBF16, n, p.d_rows, p.ld_d * 2, static_cast<uint32_t>(c.swizzle_d / 2), 64,
-                    c.swizzle_d});
+                    c.swizzle_d, d_batches, p.d_group_elems * 2});
   else
     maps.push_back(maps[0]);  // not read by the kernel: A's map keeps the argument valid
   return maps;
@@ -281,7 +291,8 @@ class Sm90Bf16GemmLauncher {
     const auto groups = static_cast<uint32_t>(p.num_groups), align = static_cast<uint32_t>(p.align_m);
     const auto batches = static_cast<uint32_t>(std::max(p.num_batches, 1));
     const auto per_split = static_cast<uint32_t>(e.cfg.splits > 1 ? e.cfg.split_units : 0);
-    deep_jit::launch(*e.kernel, lc, m, n, k, ma, mb, md, p.d, p.c, ld_d, p.layout, groups, align, batches, per_split);
+    deep_jit::launch(*e.kernel, lc, m, n, k, ma, mb, md, p.d, p.c, ld_d, p.layout, groups, align, batches, per_split,
+                     p.d_group_elems);
   }
 
  private:

@@ -5,10 +5,12 @@
 //     transpose pass), D [M, N] bf16 or fp32 row-major, C None or D's dtype and layout (may be D).
 //   m_grouped_bf16_gemm_nt_contiguous: A [M_sum, K] K-major, B [G, N, K] K-major or MN-major
 //     (a transposed view of [G, K, N]), D [M_sum, N] bf16, grouped_layout as the FP8 op's.
-//   m_grouped_bf16_gemm_nt_masked: A [G, max_m, K], B as above, D [G, max_m, N] bf16.
+//   m_grouped_bf16_gemm_nt_masked: A [G, max_m, K], B as above, D [G, max_m, N] bf16 (A's and
+//     D's groups at any stride); bf16_hmk_hnk_hmn: einsum's per-head GEMMs on the same kernel.
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -202,13 +204,13 @@ void m_grouped_bf16_gemm_nt_contiguous(Tensor a, Tensor b, Tensor d, Tensor grou
   launch::Sm90Bf16GemmLauncher::get().run(p, op);
 }
 
-void m_grouped_bf16_gemm_nt_masked(Tensor a, Tensor b, Tensor d, Tensor masked_m, int64_t expected_m,
-                                   std::string compiled_dims) {
-  constexpr const char* op = "m_grouped_bf16_gemm_nt_masked";
+// The masked GEMM and einsum's per-head GEMMs: A [G, max_m, K] K-major, B [G, N, K] (K-major
+// or MN-major, groups packed), D [G, max_m, N] bf16. A's and D's groups may lie at any
+// 16-byte-multiple stride (rank-3 maps: einsum's heads interleave in their rows). masked_m
+// null: every group computes all max_m rows.
+void run_bf16_masked(const Tensor& a, const Tensor& b, const Tensor& d, const Tensor* masked_m, int64_t expected_m,
+                     const CompiledDims& cd, const char* op) {
   const ArgChecker chk(op);
-  const CompiledDims cd = parse_compiled_dims(compiled_dims, op);
-  check_arg(expected_m > 0 && expected_m < (int64_t(1) << 31), op,
-            "expected_m must be in [1, 2^31) (the typical valid rows per group), got ", expected_m);
   chk.dim({a, "a"}, 3);
   chk.dim({d, "d"}, 3);
   chk.dtype({a, "a"}, ScalarType::BFloat16);
@@ -223,33 +225,53 @@ void m_grouped_bf16_gemm_nt_masked(Tensor a, Tensor b, Tensor d, Tensor masked_m
   chk.below_2_31({{"G * max_m", g * max_m}, {"N", n}, {"K", k}});
   check_arg(k > 0 && k % 64 == 0, op, "K must be a positive multiple of 64 (one BF16 K block), got K = ", k);
   const Bf16Operand ob = check_grouped_b(chk, b, g, n, k, op);
-  check_group_index(chk, masked_m, "masked_m", g, "the number of groups, from a.shape[0]", op);
+  if (masked_m != nullptr)
+    check_group_index(chk, *masked_m, "masked_m", g, "the number of groups, from a.shape[0]", op);
   const auto check_devices = [&] {
-    chk.same_cuda_device({{a, "a"}, {b, "b"}, {d, "d"}, {masked_m, "masked_m"}});
+    chk.same_cuda_device({{a, "a"}, {b, "b"}, {d, "d"}});
+    if (masked_m != nullptr) chk.same_cuda_device({{d, "d"}, {*masked_m, "masked_m"}});
   };
   if (max_m == 0 || n == 0) return check_devices();
   chk.distinct_elements({{a, "a"}, {b, "b"}, {d, "d"}});
   chk.inner_contiguous({a, "a"}, "K-major");
   chk.inner_contiguous({d, "d"}, "row-major");
-  check_arg(g <= 1 || a.stride(0) == max_m * a.stride(1), op, "a's groups must be packed (a.stride(0) == max_m * "
-            "a.stride(1)), got strides ", stride_str(a));
-  check_arg(g <= 1 || d.stride(0) == max_m * d.stride(1), op, "d's groups must be packed (d.stride(0) == max_m * "
-            "d.stride(1)), got strides ", stride_str(d));
   chk.tma_aligned({a, "a"});
   chk.tma_aligned({d, "d"});
   chk.tma_store_columns({d, "d"}, n);
-  chk.no_overlap({d, "d"}, {{a, "a"}, {b, "b"}, {masked_m, "masked_m"}});
+  chk.no_overlap({d, "d"}, {{a, "a"}, {b, "b"}});
+  if (masked_m != nullptr) chk.no_overlap({d, "d"}, {{*masked_m, "masked_m"}});
   check_devices();
   if (is_meta(d)) return;
   launch::Sm90Bf16Problem p;
-  set_bf16_operands(p, cd, max_m, n, k, g * max_m, a, tma_row_pitch(a) * 2, b, ob, d);
+  set_bf16_operands(p, cd, max_m, n, k, max_m, a, group_row_pitch(a) * 2, b, ob, d);
+  p.ld_d = group_row_pitch(d);
+  // A lone group's stride is arbitrary (even 0): the maps get the packed one.
+  p.a_group_bytes = g > 1 ? static_cast<uint64_t>(a.stride(0)) * 2 : p.lda_bytes * max_m;
+  p.d_group_elems = g > 1 ? static_cast<uint64_t>(d.stride(0)) : p.ld_d * max_m;
   p.num_groups = static_cast<int>(g);
   p.gemm_type = 2;
-  p.m_for_config = static_cast<int>(expected_m);
+  p.m_for_config = static_cast<int>(std::min(expected_m, max_m));
   p.groups_for_config = static_cast<int>(g);
   p.align_m = 1;
-  p.layout = static_cast<const int*>(masked_m.data_ptr());
+  p.layout = masked_m != nullptr ? static_cast<const int*>(masked_m->data_ptr()) : nullptr;
   launch::Sm90Bf16GemmLauncher::get().run(p, op);
+}
+
+void m_grouped_bf16_gemm_nt_masked(Tensor a, Tensor b, Tensor d, Tensor masked_m, int64_t expected_m,
+                                   std::string compiled_dims) {
+  constexpr const char* op = "m_grouped_bf16_gemm_nt_masked";
+  const CompiledDims cd = parse_compiled_dims(compiled_dims, op);
+  check_arg(expected_m > 0 && expected_m < (int64_t(1) << 31), op,
+            "expected_m must be in [1, 2^31) (the typical valid rows per group), got ", expected_m);
+  run_bf16_masked(a, b, d, &masked_m, expected_m, cd, op);
+}
+
+// einsum's per-head forms (bhr,hdr->bhd, bhd,hdr->bhr): d[h] = a[h] @ b[h]^T for every head h
+// over all rows, a [H, B, K] and d [H, B, N] head-major views of the caller's [B, H, .] tensors,
+// b [H, N, K] K-major or MN-major: the masked GEMM with every group full.
+void bf16_hmk_hnk_hmn(Tensor a, Tensor b, Tensor d) {
+  constexpr const char* op = "einsum";
+  run_bf16_masked(a, b, d, nullptr, a.dim() == 3 ? std::max<int64_t>(a.size(1), 1) : 1, CompiledDims{}, op);
 }
 
 // einsum "bmk,bnk->mn": D = C + sum_b A[b] @ B[b]^T, A [S, M, K] and B [S, N, K] K-major (any
@@ -405,6 +427,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(deep_gemm, m) {
   m.def("m_grouped_bf16_gemm_nt_masked(Tensor a, Tensor b, Tensor(a!) d, Tensor masked_m, int expected_m, "
         "str compiled_dims=\"nk\") -> ()");
   m.def("bf16_bmk_bnk_mn(Tensor a, Tensor b, Tensor(a!) d, Tensor? c=None) -> ()");
+  m.def("bf16_hmk_hnk_hmn(Tensor a, Tensor b, Tensor(a!) d) -> ()");
   m.def("bf16_gemm_build(int m, int n, int k, str layout, str out, bool with_c, int num_sms, str compiled_dims) -> str");
   m.def("m_grouped_bf16_gemm_build(str layout, int m, int n, int k, int num_groups, int expected_m, int num_sms, "
         "str compiled_dims, bool mn_major_b=False) -> str");
@@ -415,6 +438,7 @@ STABLE_TORCH_LIBRARY_IMPL(deep_gemm, CompositeExplicitAutograd, m) {
   m.impl("m_grouped_bf16_gemm_nt_contiguous", TORCH_BOX(&deep_gemm::ops::m_grouped_bf16_gemm_nt_contiguous));
   m.impl("m_grouped_bf16_gemm_nt_masked", TORCH_BOX(&deep_gemm::ops::m_grouped_bf16_gemm_nt_masked));
   m.impl("bf16_bmk_bnk_mn", TORCH_BOX(&deep_gemm::ops::bf16_bmk_bnk_mn));
+  m.impl("bf16_hmk_hnk_hmn", TORCH_BOX(&deep_gemm::ops::bf16_hmk_hnk_hmn));
   m.impl("bf16_gemm_build", TORCH_BOX(&deep_gemm::ops::bf16_gemm_build));
   m.impl("m_grouped_bf16_gemm_build", TORCH_BOX(&deep_gemm::ops::m_grouped_bf16_gemm_build));
 }

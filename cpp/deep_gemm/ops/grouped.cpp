@@ -76,16 +76,6 @@ struct TileCounter {
   }
 };
 
-// Row pitch (elements) of a [G, rows, cols] operand read through a rank-3 map: stride(1), or
-// for a single row its width rounded up to 16 bytes (any valid pitch serves then).
-// (tma_row_pitch's smallest outer stride would be the group stride where the groups
-// interleave.)
-uint64_t group_row_pitch(const Tensor& t) {
-  if (t.size(1) > 1) return static_cast<uint64_t>(t.stride(1));
-  const int64_t per16 = 16 / static_cast<int64_t>(t.element_size());
-  return static_cast<uint64_t>(ceil_div(std::max<int64_t>(t.size(2), 1), per16) * per16);
-}
-
 Tensor contiguous_sfb(const Tensor& sfb) { return sfb.is_contiguous() ? sfb : torch::stable::contiguous(sfb); }
 
 void m_grouped_fp8_gemm_nt_contiguous(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor d, Tensor grouped_layout,

@@ -49,6 +49,16 @@ inline uint64_t tma_row_pitch(const torch::stable::Tensor& t) {
   return static_cast<uint64_t>(ceil_div(std::max<int64_t>(t.size(t.dim() - 1), 1), per16) * per16);
 }
 
+// Row pitch (elements) of a [G, rows, cols] operand read through a rank-3 map: stride(1), or
+// for a single row its width rounded up to 16 bytes (any valid pitch serves then).
+// (tma_row_pitch's smallest outer stride would be the group stride where the groups
+// interleave.)
+inline uint64_t group_row_pitch(const torch::stable::Tensor& t) {
+  if (t.size(1) > 1) return static_cast<uint64_t>(t.stride(1));
+  const int64_t per16 = 16 / static_cast<int64_t>(t.element_size());
+  return static_cast<uint64_t>(ceil_div(std::max<int64_t>(t.size(2), 1), per16) * per16);
+}
+
 // The launch fields every FP8 GEMM problem (dense or grouped) shares: shape,
 // compiled dims, device, operand pointers and row pitches (tma_row_pitch).
 template <class Problem>

@@ -147,12 +147,24 @@ __device__ __forceinline__ void reduce_split_tile(const float (&acc)[kBlockN / 2
     ptx::cluster_sync();  // no CTA leaves while another still reads its partials
 }
 
+// Where a tile's rows go in D: the first row in D's map (the group's own rows for the
+// masked GEMM's rank-3 map), the map's group coordinate, and the base of the direct stores.
+template <typename OutT>
+struct DRows {
+    uint32_t row0;
+    int32_t z;
+    OutT* d;
+};
+
 }  // namespace sm90_bf16
 
 // kShapeM/N/K: compiled dimensions (0 = runtime argument). OutT: __nv_bfloat16 or float.
 // kWithC: C is read (D = C + A B^T; c may equal d). kGemmType: dense or an m-grouped form
 // (grouped_layout, num_groups, align_m as for the FP8 kernels; A K-major [M_sum, K] or
-// [G * max_m, K], B [G, N, K] K-major or [G, K, N] MN-major).
+// [G][max_m][K], B [G, N, K] K-major or [G, K, N] MN-major). Masked A and D go through
+// rank-3 maps [G][max_m][.] (Scheduler::kRank3Groups), so their groups may lie at any
+// stride: D's group g starts at d + g * d_group_stride (the direct row stores), and a null
+// grouped_layout gives every group all max_m rows (einsum's per-head GEMMs).
 // kBatchedK (einsum bmk,bnk->mn): D = C + sum over `num_batches` batches of A_b B_b^T, A and B
 // K-major rank-3 maps [batch][rows][K] (K a multiple of 64): the K loop walks every batch's
 // K blocks, so the sum stays in the accumulators.
@@ -175,7 +187,8 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
                                                     const CUtensorMap* tmap_d, OutT* d, const OutT* c,
                                                     uint32_t ld_d, const int* grouped_layout = nullptr,
                                                     uint32_t num_groups = 1, uint32_t align_m = 1,
-                                                    uint32_t num_batches = 1, uint32_t split_units = 0) {
+                                                    uint32_t num_batches = 1, uint32_t split_units = 0,
+                                                    uint64_t d_group_stride = 0) {
     using namespace sm90;
     using namespace sm90_bf16;
     constexpr bool kBf16Out = sizeof(OutT) == 2;
@@ -199,6 +212,17 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
     static_assert(!kSplitK || kStages * Layout::kStageTxBytes >= kBlockM * kBlockN * 4,
                   "split K parks the FP32 tile in the stage memory");
     using Scheduler = TileScheduler<kGemmType, kBlockM, kBlockN, kGroupN, 1>;
+    constexpr bool kRank3 = Scheduler::kRank3Groups;
+    // A tile's first output row in D's map (its group's rows for kRank3), the group (the
+    // map's third coordinate) and the D base its direct row stores index from.
+    const auto d_rows_of = [&](const Scheduler& sched, const TileInfo& tile, uint32_t m0) {
+        if constexpr (kRank3) {
+            const uint32_t g = sched.group(tile);
+            return DRows<OutT>{sched.row_in_group(tile, m0), static_cast<int32_t>(g), d + g * d_group_stride};
+        } else {
+            return DRows<OutT>{m0, 0, d};
+        }
+    };
     using Mma = ptx::WgmmaBF16<kBlockN, kMnMajorA, kMnMajorB>;
     // Half tiles (m-grouped forms): a tile whose second 64-row slab starts past its group's
     // rows (a masked group's or a contiguous group's last rows) would leave one warpgroup
@@ -264,6 +288,9 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
                 // m-grouped B: K-major rows group * N + n0; MN-major K rows group * K + k0.
                 const int32_t b_row = static_cast<int32_t>(kMnMajorB ? n0 : sched.b_row(tile, n0));
                 const int32_t b_k_row0 = static_cast<int32_t>(kMnMajorB ? sched.group(tile) * k : 0);
+                // Masked A: the group's rows through the rank-3 map.
+                const int32_t a_y = kRank3 ? static_cast<int32_t>(sched.row_in_group(tile, m0)) : m0;
+                const int32_t a_z = kRank3 ? static_cast<int32_t>(sched.group(tile)) : 0;
                 for (uint32_t kb = 0; kb < num_k_blocks; ++kb, pipe.advance()) {
                     const uint32_t s = pipe.stage;
                     ptx::mbar_wait_watchdog(smem.empty(s), pipe.phase ^ 1u);
@@ -277,7 +304,8 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
                         ptx::tma_load_3d(smem.b(s), tmap_b, full, k0, n0, static_cast<int32_t>(batch));
                     } else {
                         const int32_t k0 = static_cast<int32_t>((first_unit + kb) * kBlockK);
-                        load_tile<kMnMajorA, kBlockM>(smem.a(s), tmap_a, full, k0, m0, 0);
+                        if constexpr (kRank3) ptx::tma_load_3d(smem.a(s), tmap_a, full, k0, a_y, a_z);
+                        else load_tile<kMnMajorA, kBlockM>(smem.a(s), tmap_a, full, k0, m0, 0);
                         load_tile<kMnMajorB, kBlockN>(smem.b(s), tmap_b, full, k0, b_row, b_k_row0);
                     }
                 }
@@ -346,8 +374,10 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
                     const bool lo_ok[1] = {sched.row_valid(tile, row)};
                     const bool hi_ok[1] = {sched.row_valid(tile, row + 8)};
                     const float(&slab)[1][kHalfN / 2] = reinterpret_cast<const float(&)[1][kHalfN / 2]>(acc_half);
-                    epilogue::store_tile_bf16_rows<kHalfN, 1>(slab, smem.d() + wg * 64 * kBlockN * 2, tmap_d, 1 + wg,
-                                                              m0, 64, n0 + wg * kHalfN, lo_ok, hi_ok, d, ld_d, n);
+                    const DRows<OutT> dr = d_rows_of(sched, tile, m0);
+                    epilogue::store_tile_bf16_rows<kHalfN, 1, kRank3>(slab, smem.d() + wg * 64 * kBlockN * 2, tmap_d,
+                                                                      1 + wg, dr.row0, 64, n0 + wg * kHalfN, lo_ok,
+                                                                      hi_ok, dr.d, ld_d, n, dr.z);
                     continue;
                 }
             }
@@ -372,8 +402,9 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
                 } else {
                     const bool lo_ok[1] = {sched.row_valid(tile, row)};
                     const bool hi_ok[1] = {sched.row_valid(tile, row + 8)};
-                    epilogue::store_tile_bf16_rows<kBlockN, 1>(slab, stage_wg, tmap_d, bar_id, m0 + wg * 64, 64, n0,
-                                                               lo_ok, hi_ok, d, ld_d, n);
+                    const DRows<OutT> dr = d_rows_of(sched, tile, m0 + wg * 64);
+                    epilogue::store_tile_bf16_rows<kBlockN, 1, kRank3>(slab, stage_wg, tmap_d, bar_id, dr.row0, 64, n0,
+                                                                       lo_ok, hi_ok, dr.d, ld_d, n, dr.z);
                 }
             } else if constexpr (kBf16Out) {
                 epilogue::store_tile_bf16_direct<kBlockN>(acc, d, ld_d, row, n0, m, n, lane, kWithC ? c : nullptr);

@@ -31,7 +31,8 @@
 //                            a [G*shape_m, K] view, but A and D are loaded and stored
 //                            through rank-3 maps [G][shape_m][.] (row_in_group), so the
 //                            groups may sit at any stride (fp8_einsum's heads are
-//                            interleaved in A's and D's rows).
+//                            interleaved in A's and D's rows). A null layout: every
+//                            group has all shape_m rows.
 // Masked and psum walk the groups in order: virtual tile t belongs to the group whose
 // cumulative tile count passes t. Each CTA's t only grows, so a cursor (group, tile base)
 // moves forward and each CTA reads each group's entry once. Nothing is read on the host.
@@ -159,7 +160,9 @@ struct TileScheduler {
     // Psum: the group starts at align_up(previous end, align_m); an end below that start
     // (an empty group, or non-monotonic ends) makes the group empty.
     __device__ __forceinline__ void load_group() {
-        const int v = __ldg(layout + cur_group);
+        // Masked with a null layout: every group has all shape_m rows (einsum's heads).
+        const int v = kGemmType != GemmType::kMGroupedMasked || layout != nullptr ? __ldg(layout + cur_group)
+                                                                                  : static_cast<int>(shape_m);
         const uint32_t clamped = v > 0 ? min(static_cast<uint32_t>(v), shape_m) : 0u;
         if constexpr (kGemmType == GemmType::kMGroupedMasked) {
             cur_start = cur_group * shape_m;
