@@ -470,9 +470,9 @@ def test_developer_config_knobs_compute_correctly(knobs):
 
 
 @pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc to compile")
-def test_masked_kernels_walk_two_wide_n_groups(tmp_path):
+def test_bf16_kernels_scheduler_group_widths(tmp_path):
     """The masked form numbers its tiles in groups of 2 n-blocks (the m-blocks sharing a B tile
-    on neighbouring CTAs); the contiguous form keeps groups of 16."""
+    on neighbouring CTAs); the contiguous form keeps groups of 16, the dense GEMM 8."""
     import os
     import subprocess
     import sys
@@ -480,10 +480,12 @@ def test_masked_kernels_walk_two_wide_n_groups(tmp_path):
     code = ("import torch, deep_gemm\n"
             "b = torch.ops.deep_gemm.m_grouped_bf16_gemm_build\n"
             "print(b('masked', 4096, 4096, 7168, 32, 192, 132, 'nk', False).split()[0])\n"
-            "print(b('contiguous', 32768, 4096, 7168, 4, 0, 132, 'nk', False).split()[0])\n")
+            "print(b('contiguous', 32768, 4096, 7168, 4, 0, 132, 'nk', False).split()[0])\n"
+            "print(torch.ops.deep_gemm.bf16_gemm_build(4096, 4096, 7168, 'nt', 'bf16', False, 132, 'nk').split()[0])\n")
     res = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path)),
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
-    masked, contiguous = res.stdout.split()
+    masked, contiguous, dense = res.stdout.split()
     assert "_mgm_" in masked and masked.endswith("_g2"), masked
     assert "_mgc_" in contiguous and contiguous.endswith("_g16"), contiguous
+    assert dense.startswith("sm90_bf16_gemm_nt_bf16_") and dense.endswith("_g8"), dense

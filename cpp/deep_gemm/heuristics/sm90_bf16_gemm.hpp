@@ -86,6 +86,11 @@ inline std::vector<Sm90Bf16GemmConfig> rank_sm90_bf16_gemm_configs(int m, int n,
             // 3072 413.7 / 416.0 -> 403.9; the contiguous rows were as fast or slower (1328-1352
             // -> 1439 us at 8 x ~4096 x 7168 x 2048), so they keep 16.
             if (gemm_type == 2) c.group_n = 2;
+            // Dense: 8-wide groups (the ~132 tiles in flight cover ~16 m-blocks x 8 n-blocks)
+            // measured 0.5-2% faster than 16 at M = 4096 on every N, K of the bf16 suite, 32
+            // slower (H200, 2026-12-04, DG_DEV_SM90_BF16_GROUP_N: 7168 x 16384 1189 / 1191 ->
+            // 1166 us, 4096 x 7168 302.8 / 307.0 -> 297.3, 7168 x 2048 160.3 / 164.2 -> 158.2).
+            if (gemm_type == 0) c.group_n = 8;
             c.num_sms = num_sms;
             c.num_math_threads = bm / 64 * 128;
             c.num_threads = c.num_math_threads + 128;
