@@ -34,6 +34,26 @@ def test_supported_expressions_on_meta():
                          (_meta(16, 128, 512, dtype=FP8), _meta(16, 1, 4, dtype=F32)), _meta(64, 16, 128))
 
 
+@pytest.mark.parametrize("expr,dims,use_cublaslt,ours", [
+    ("bhr,hdr->bhd", (4096, 128, 512, 128), False, True),   # memory-bound heads: our masked kernel
+    ("bhd,hdr->bhr", (4096, 128, 512, 128), False, True),
+    ("bhr,hdr->bhd", (4096, 8, 4096, 1024), False, False),  # compute-bound heads: cuBLASLt
+    ("bhr,hdr->bhd", (4096, 128, 512, 128), True, False),   # asked for cuBLASLt
+    ("bhr,hdr->bhd", (64, 16, 200, 96), False, False),      # K = 200: not a whole number of K blocks
+])
+def test_per_head_forms_pick_their_kernel(monkeypatch, expr, dims, use_cublaslt, ours):
+    from deep_gemm import _einsum
+    calls = []
+    monkeypatch.setattr(_einsum, "_heads_op", lambda *a: calls.append("ours"))
+    monkeypatch.setattr(_einsum, "_bmm", lambda *a: calls.append("cublaslt"))
+    bsz, h, r, dd = dims
+    bhr = expr == "bhr,hdr->bhd"
+    a = _meta(bsz, h, r if bhr else dd)
+    d = _meta(bsz, h, dd if bhr else r)
+    deep_gemm.einsum(expr, a, _meta(h, dd, r), d, use_cublaslt=use_cublaslt)
+    assert calls == ["ours" if ours else "cublaslt"]
+
+
 BAD = {
     "unsupported expression": (lambda: deep_gemm.einsum("ij,jk->ik", _meta(2, 2), _meta(2, 2), _meta(2, 2)),
                                "expr: unsupported expression"),
