@@ -421,7 +421,7 @@ def test_developer_config_knobs_pick_their_kernel(tmp_path):
                               {"DG_DEV_SM90_BF16_BLOCK_N": "256", "DG_DEV_SM90_BF16_STAGES": "4",
                                "DG_DEV_SM90_BF16_DIRECT_D": "1"}, tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert names[0].endswith("_b128x256_s4_g16_dd"), names
+    assert names[0].endswith("_b128x256_s4_g8_dd"), names
     res, names = _build_names([(128, 4096, 7168, "nt", "bf16", False)],
                               {"DG_DEV_SM90_BF16_BLOCK_N": "128", "DG_DEV_SM90_BF16_SPLITS": "3"}, tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
