@@ -40,6 +40,7 @@ def test_supported_expressions_on_meta():
     ("bhr,hdr->bhd", (4096, 8, 4096, 1024), False, False),  # compute-bound heads: cuBLASLt
     ("bhr,hdr->bhd", (4096, 128, 512, 128), True, False),   # asked for cuBLASLt
     ("bhr,hdr->bhd", (64, 16, 200, 96), False, False),      # K = 200: not a whole number of K blocks
+    ("bhd,hdr->bhr", (64, 0, 512, 128), False, False),      # no heads: nothing for the grouped kernel
 ])
 def test_per_head_forms_pick_their_kernel(monkeypatch, expr, dims, use_cublaslt, ours):
     from deep_gemm import _einsum

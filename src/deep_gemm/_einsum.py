@@ -92,7 +92,8 @@ def _heads(fn: str, e: str, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, u
     av, dv = a.transpose(0, 1), d.transpose(0, 1)  # [H, B, K], [H, B, N]
     # b's heads back to back (a column slice of a wider [H, D, R'] buffer is fine).
     b_packed = heads <= 1 or b.stride(0) == b.shape[1] * b.stride(1)
-    if (not use_cublaslt and _memory_bound(rows, n, k) and a.dtype == b.dtype == d.dtype == torch.bfloat16
+    # (No heads: nothing to compute; the grouped kernel takes at least one group.)
+    if (not use_cublaslt and heads > 0 and _memory_bound(rows, n, k) and a.dtype == b.dtype == d.dtype == torch.bfloat16
             and k % 64 == 0 and n % 8 == 0 and b_packed and _tma_fits(b) and _tma_fits(av) and _tma_fits(dv)):
         _heads_op(av, bt, dv)
     else:
