@@ -11,6 +11,7 @@
 #include <torch/csrc/stable/ops.h>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -271,7 +272,8 @@ void m_grouped_bf16_gemm_nt_masked(Tensor a, Tensor b, Tensor d, Tensor masked_m
 // b [H, N, K] K-major or MN-major: the masked GEMM with every group full.
 void bf16_hmk_hnk_hmn(Tensor a, Tensor b, Tensor d) {
   constexpr const char* op = "einsum";
-  run_bf16_masked(a, b, d, nullptr, a.dim() == 3 ? std::max<int64_t>(a.size(1), 1) : 1, CompiledDims{}, op);
+  // Costed at every row (run_bf16_masked clamps the expected rows to max_m).
+  run_bf16_masked(a, b, d, nullptr, std::numeric_limits<int64_t>::max(), CompiledDims{}, op);
 }
 
 // einsum "bmk,bnk->mn": D = C + sum_b A[b] @ B[b]^T, A [S, M, K] and B [S, N, K] K-major (any
