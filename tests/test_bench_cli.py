@@ -393,6 +393,20 @@ def test_report_has_table_and_summary():
     assert "import deep_gemm after torch: 80.0 ms" in lines[-1]
 
 
+def test_report_has_a_column_for_every_peer_a_suite_names():
+    # The indexer's and HC's peers are not among the protocol's three: their columns come after.
+    records = [
+        record(suite="hc", op="tf32_hc_prenorm_gemm", us=44.0, peers={"torch_reference": {"us": 660.0, "tflops": 1.0}}),
+        record(peers={"torch_bf16": {"us": 1371.8, "tflops": 701.3}}),
+        record(suite="indexer", op="fp8_paged_mqa_logits", us=94.4,
+               peers={"torch_paged": {"us": 2365.0, "tflops": 14.0}, "torch_reference": {"us": 9000.0, "tflops": 1.0}}),
+    ]
+    assert bench.table_peers(records) == ["torch_bf16", "torch_reference", "torch_paged"]
+    header, hc_row = bench.format_report({"records": records}).splitlines()[1:3]
+    assert header.index("bf16 us") < header.index("torch_refere us") < header.index("torch_paged us")
+    assert "15.00" in hc_row  # 660 / 44: the hc row's speedup over its torch reference is shown
+
+
 def test_json_has_the_protocol_keys(tmp_path, capsys):
     result = fake_result()
     path = tmp_path / "out.json"

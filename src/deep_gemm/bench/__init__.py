@@ -50,7 +50,7 @@ from .extras import (  # noqa: F401
 )
 from .report import (  # noqa: F401
     detect_commit, environment, fmt, format_report, geomean, git_output, gpu_problem, notes_lines, num_sms,
-    package_version, suite_summary, summarize, summary_lines, table_header, table_row, write_json,
+    package_version, suite_summary, summarize, summary_lines, table_header, table_peers, table_row, write_json,
 )
 from .cli import main, parse_args, run_benchmark  # noqa: F401
 from .suites import MAX_DIFF, REGISTRY, SUITES, run_suite, suite_cases  # noqa: F401

@@ -209,9 +209,16 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def table_peers(records: Sequence[dict[str, Any]]) -> list[str]:
+    """The peer columns of the table: the protocol's peers in their order, then any other peer a
+    suite names (the indexer's and HC's torch references, say) in the order the rows first name it."""
+    named = [name for r in records for name in r.get("peers", {})]
+    return [p for p in PEER_ORDER if p in named] + [p for p in dict.fromkeys(named) if p not in PEER_ORDER]
+
+
 def format_report(result: dict[str, Any]) -> str:
     records = result.get("records", [])
-    peers = [p for p in PEER_ORDER if any(p in r.get("peers", {}) for r in records)]
+    peers = table_peers(records)
     env = ", ".join(
         f"{key} {result.get(key)}" for key in ("gpu", "num_sms", "torch", "cuda", "deep_gemm", "commit", "date")
     )
