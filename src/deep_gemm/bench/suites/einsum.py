@@ -1,5 +1,10 @@
 """The einsum suite: deep_gemm.einsum's expressions on DeepSeek's attention shapes against
-torch.einsum (cuBLAS) on the same data."""
+torch.einsum (cuBLAS) on the same data.
+
+For the per-head forms torch.einsum hands back a permuted view of a ``[h, b, .]`` result, while
+deep_gemm writes the caller's ``[b, h, .]`` tensor ``d``; the second peer, ``torch_into_d``, is
+what a caller who needs the result in such a ``d`` pays with torch: the einsum, then its copy
+into ``d``."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from ..protocol import PEER_BF16, Case, Peer, Suite, get_op, nan_output, randn, 
 
 NAME = "einsum"
 MAX_DIFF = 1e-4
+PEER_INTO_D = "torch_into_d"
 
 # (expression, operand shapes, d shape, flops): bmk,bnk->mn with (s, m, n, k); the per-head
 # forms with (b, h, r, d).
@@ -38,6 +44,9 @@ def einsum_case(dg: Any, expr: str, dims: tuple[int, int, int, int]) -> Case:
     case = Case(meta=meta, flops=flops, max_diff=MAX_DIFF)
     case.reference = torch.einsum(expr, a.float(), b.float())
     case.peers = {PEER_BF16: Peer(run=lambda: torch.einsum(expr, a, b))}
+    if expr != "bmk,bnk->mn":
+        into = torch.empty(d_shape, dtype=torch.bfloat16, device="cuda")
+        case.peers[PEER_INTO_D] = Peer(run=lambda: into.copy_(torch.einsum(expr, a, b)))
     op, case.skip_reason = get_op(dg, "einsum")
     if op is not None:
         d = nan_output(*d_shape)
