@@ -539,6 +539,9 @@ def test_suites_pass_with_reference_ops(suite):
         k_grouped = [r for r in records if r["op"].startswith("k_grouped")]
         assert [(r["groups"], r["m"], r["n"]) for r in k_grouped] == [(4, 7168, 4096), (8, 7168, 2048)]
         assert all(r["k"] == sum(r["ks"]) and all(k % 128 == 0 for k in r["ks"]) for r in k_grouped)
+    if suite == "bf16":  # the memory-bound rows (M = 128) time a read of B beside ours
+        assert all(("floors" in r) == (r["m"] == 128) for r in records)
+        assert all(r["floors"]["read_b"]["us"] > 0 for r in records if r["m"] == 128)
     summary = bench.summarize(records)
     assert summary["failures"] == 0 and summary["suites"][suite]["ok"] == len(records)
 

@@ -22,6 +22,7 @@ PEERS = {  # JSON peer name -> column heading
     "deep_gemm_dense_loop": "x dense loop",
     "torch_reference": "x torch reference",
     "torch_paged": "x torch paged",
+    "torch_into_d": "x torch into d",
 }
 KINDS = {
     "fp8_gemm_nt": "dense",
@@ -46,7 +47,7 @@ def shape(r):
     if "->" in r["op"]:  # an einsum expression
         return f"einsum {r['op']} (dims {r['m']}, {r['n']}, {r['k']}; batch {r['groups']})"
     if kind in ("dense", "bf16 dense"):
-        return f"dense {r['m']}x{r['n']}x{r['k']}"
+        return f"dense {r['m']}x{r['n']}x{r['k']}{read_floor(r)}"
     if r["op"] == "tf32_hc_prenorm_gemm":  # memory-bound: a's bytes against the H200's copy bandwidth
         bw = f", a read at {r['floor_us'] / r['us']:.0%} of 4.3 TB/s" if r.get("floor_us") else ""
         return f"hc prenorm {r['m']}x{r['n']}x{r['k']}{bw}{read_floor(r)}"
@@ -57,7 +58,7 @@ def shape(r):
         return (f"paged mqa logits B={r['batch']} next_n={r['next_n']} ctx={r['n']} H={r['heads']}{bw}"
                 f"{read_floor(r)}")
     if kind == "cublaslt dense":
-        return f"cublaslt_gemm_nt {r['m']}x{r['n']}x{r['k']}"
+        return f"cublaslt_gemm_nt {r['m']}x{r['n']}x{r['k']}{read_floor(r)}"
     if kind == "k-grouped":
         return f"k-grouped {r['groups']} x ~{r['expected_k_per_group']} K, M {r['m']}, N {r['n']}"
     rows = f"{r['groups']} x ~{r['expected_m_per_group']} rows"
