@@ -131,9 +131,11 @@ inline long sm90_bf16_resident_clusters(int cluster, int num_sms) {
     return std::max(1L, on_h200 * num_sms / 132);
 }
 
-// Whether a split-K kernel compiles well with this tile: ptxas (CUDA 13.0) spilled the
-// reduction's epilogue at 128 x 224 and 128 x 256 (none at 192), and the FP32 tile is parked
-// in the stage memory.
+// Whether a split-K configuration may use this tile: at most 192 wide, and room in the stage
+// memory to park the FP32 tile. The width cap dates from d07aa75, when ptxas (CUDA 13.0) spilled
+// the reduction's epilogue at 128 x 224 and 128 x 256; at 0b30b35 it compiles those (bf16 and
+// fp32 D, every layout, 8 splits) without spills or local memory, but no split tile wider than
+// 192 has been timed, so the ranking keeps the cap until one is.
 inline bool sm90_bf16_split_tile_ok(const Sm90Bf16GemmConfig& c) {
     return c.block_n <= 192 && c.stages * (c.block_m + c.block_n) * kSm90Bf16BlockK * 2 >= c.block_m * c.block_n * 4;
 }
