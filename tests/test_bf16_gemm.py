@@ -428,9 +428,30 @@ def test_developer_config_knobs_pick_their_kernel(tmp_path):
     assert "_b128x128_" in names[0] and names[0].endswith("_sk"), names
 
 
+@pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc to compile")
+def test_developer_head_group_knob_reaches_only_masked_kernels(tmp_path):
+    """DG_DEV_SM90_BF16_HEAD_GROUP: the masked kernels walk the heads in groups (`_hg16`);
+    dense kernels take no such walk."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import torch, deep_gemm\n"
+            "b = torch.ops.deep_gemm.m_grouped_bf16_gemm_build\n"
+            "print(b('masked', 4096, 4096, 7168, 32, 192, 132, 'nk', False).split()[0])\n"
+            "print(torch.ops.deep_gemm.bf16_gemm_build(4096, 4096, 7168, 'nt', 'bf16', False, 132, 'nk').split()[0])\n")
+    env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path), DG_DEV_SM90_BF16_HEAD_GROUP="16")
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    masked, dense = res.stdout.split()
+    assert "_mgm_" in masked and masked.endswith("_g2_hg16"), masked
+    assert "_hg" not in dense, dense
+
+
 @pytest.mark.parametrize("knob,value,expected", [("DG_DEV_SM90_BF16_STAGES", "9", "in [2, 8]"),
                                                  ("DG_DEV_SM90_BF16_BLOCK_N", "100", "a multiple of 16"),
-                                                 ("DG_DEV_SM90_BF16_BLOCK_M", "256", "64 or 128")])
+                                                 ("DG_DEV_SM90_BF16_BLOCK_M", "256", "64 or 128"),
+                                                 ("DG_DEV_SM90_BF16_HEAD_GROUP", "-1", "in [1, 1024]")])
 def test_developer_config_knobs_refuse_bad_values(knob, value, expected, tmp_path):
     res, _ = _build_names([(256, 256, 256, "nt", "bf16", False)], {knob: value}, tmp_path)
     assert res.returncode != 0 and f"{knob} must be {expected}" in res.stderr, res.stderr[-2000:]

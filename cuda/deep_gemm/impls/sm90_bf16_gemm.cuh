@@ -164,7 +164,8 @@ struct DRows {
 // [G][max_m][K], B [G, N, K] K-major or [G, K, N] MN-major). Masked A and D go through
 // rank-3 maps [G][max_m][.] (Scheduler::kRank3Groups), so their groups may lie at any
 // stride: D's group g starts at d + g * d_group_stride (the direct row stores), and a null
-// grouped_layout gives every group all max_m rows (einsum's per-head GEMMs).
+// grouped_layout gives every group all max_m rows (einsum's per-head GEMMs); kHeadGroup > 0
+// then walks the groups kHeadGroup at a time, m-block outermost (TileScheduler; a knob).
 // kBatchedK (einsum bmk,bnk->mn): D = C + sum over `num_batches` batches of A_b B_b^T, A and B
 // K-major rank-3 maps [batch][rows][K] (K a multiple of 64): the K loop walks every batch's
 // K blocks, so the sum stays in the accumulators.
@@ -181,7 +182,7 @@ struct DRows {
 template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
           uint32_t kStages, uint32_t kGroupN, bool kMnMajorA, bool kMnMajorB, typename OutT, bool kWithC,
           GemmType kGemmType = GemmType::kNormal, bool kBatchedK = false, bool kSplitK = false,
-          bool kDirectD = false>
+          bool kDirectD = false, uint32_t kHeadGroup = 0>
 __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t shape_n, uint32_t shape_k,
                                                     const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
                                                     const CUtensorMap* tmap_d, OutT* d, const OutT* c,
@@ -211,7 +212,7 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
     static_assert(launch_smem_fits<Layout>(), "the launch allocates less shared memory than this layout");
     static_assert(!kSplitK || kStages * Layout::kStageTxBytes >= kBlockM * kBlockN * 4,
                   "split K parks the FP32 tile in the stage memory");
-    using Scheduler = TileScheduler<kGemmType, kBlockM, kBlockN, kGroupN, 1>;
+    using Scheduler = TileScheduler<kGemmType, kBlockM, kBlockN, kGroupN, 1, false, kHeadGroup>;
     constexpr bool kRank3 = Scheduler::kRank3Groups;
     // A tile's first output row in D's map (its group's rows for kRank3), the group (the
     // map's third coordinate) and the D base its direct row stores index from.
