@@ -4,6 +4,8 @@
 # shows up as a spread rather than as a difference.
 #   AB_VAR=DG_DEV_SM90_FP8_BLOCK_M AB_VALUES="256 128" AB_SUITES="fp8 grouped" \
 #   AB_TESTS="test_fp8_gemm.py test_grouped.py" bash tools/device/ab_env.sh
+# AB_ONLY=REGEX: only the rows whose label matches (the bench's --only). A value of 0 is
+# the knob's "unset" for the DG_DEV_* knobs.
 set -uo pipefail
 . "$(dirname "$0")/install_wheel.sh"
 if [ -n "${AB_TESTS:-}" ]; then
@@ -16,7 +18,8 @@ for round in 1 2; do
     for suite in ${AB_SUITES:-fp8 grouped}; do
       echo "== $AB_VAR=$v $suite (round $round)"
       env "$AB_VAR=$v" timeout 150 python3 -m deep_gemm.bench --suite "$suite" --no-peers --skip-extras \
-          --json "$OUT/ab_${suite}_${v}_${round}.json" 2>&1 | grep -E "^(fp8|grouped) " | awk '{print $2, $3, $4, $5, $6, $7, $8}'
+          ${AB_ONLY:+--only "$AB_ONLY"} --json "$OUT/ab_${suite}_${v}_${round}.json" 2>&1 \
+          | grep -E "^$suite" | cut -c1-112
     done
   done
 done
