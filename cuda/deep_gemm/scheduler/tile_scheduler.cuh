@@ -274,6 +274,7 @@ struct TileScheduler {
     // of the walk by groups of kHeadGroup groups, m-block outermost within one.
     __device__ __forceinline__ bool head_group_tile(uint32_t t, TileInfo& info) const {
         const uint32_t span = kHeadGroup * num_m_blocks * num_n_blocks;
+        if (span == 0) return false;  // no rows (the host returns before launching)
         const uint32_t block = t / span;
         const uint32_t first = block * kHeadGroup;
         if (first >= num_groups) return false;
