@@ -70,7 +70,7 @@ struct Sm90Bf16KernelSpec {
   bool mn_major_a = false, mn_major_b = false, fp32_out = false, with_c = false;
   int gemm_type = 0;
   bool batched_k = false, split_k = false;
-  bool direct_d = false;  // a dense bf16 D stored from registers (no staging tile)
+  bool direct_d = false;  // a bf16 D stored from registers (no staging tile; a knob)
   uint32_t head_group = 0;  // masked, null layout: groups walked this many at a time (0: one by one)
   int smem_bytes = 0;
 };
@@ -167,7 +167,8 @@ struct Bf16ConfigKey {
 // SPLITS,GROUP_N,HEAD_GROUP}), for measuring configurations the ranking would not pick; unset
 // (0): the ranking's choice. Set, they apply to every BF16 GEMM but einsum's workspace split,
 // and turn split K off unless SPLITS (a cluster of that many CTAs per tile, dense GEMMs) says
-// more than 1. HEAD_GROUP: masked launches without masked_m (einsum's per-head forms) walk the
+// more than 1. DIRECT_D: a bf16 D without C stored from registers, the staging tile's shared
+// memory spent on pipeline stages (dense and m-grouped). HEAD_GROUP: masked launches without masked_m (einsum's per-head forms) walk the
 // heads that many at a time, m-blocks outermost (TileScheduler's kHeadGroup).
 struct Bf16DevKnobs {
   int block_m = 0, block_n = 0, stages = 0, splits = 0, group_n = 0, head_group = 0;
@@ -205,7 +206,7 @@ inline h::Sm90Bf16GemmConfig choose_bf16_config(const Bf16ConfigKey& key, int ma
     }
   }
   const auto& knobs = bf16_dev_knobs();
-  const bool staged = !key.fp32_out && !key.with_c && !(knobs.direct_d && key.gemm_type == 0);
+  const bool staged = !key.fp32_out && !key.with_c && !knobs.direct_d;
   for (auto c : h::rank_sm90_bf16_gemm_configs(key.m_for_config, key.n, key.k_for_config > 0 ? key.k_for_config : key.k,
                                                       key.num_sms, key.mn_major_a,
                                                       key.mn_major_b, staged, key.fp32_out ? 4 : 2, max_smem,

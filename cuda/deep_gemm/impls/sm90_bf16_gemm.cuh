@@ -205,8 +205,7 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
     static_assert(!kSplitK || kGemmType == GemmType::kNormal, "split K: dense or batched K");
     // A bf16 D without C goes through the staging tile and the TMA; otherwise (or kDirectD:
     // the staging tile's shared memory spent on pipeline stages) direct stores.
-    static_assert(!kDirectD || (kBf16Out && !kWithC && !kSplitK && kGemmType == GemmType::kNormal),
-                  "direct D: a dense bf16 D without C");
+    static_assert(!kDirectD || (kBf16Out && !kWithC && !kSplitK), "direct D: a bf16 D without C");
     constexpr bool kStagedD = kBf16Out && !kWithC && !kSplitK && !kDirectD;
     using Layout = SmemLayout<kBlockM, kBlockN, kStages, kStagedD ? kBlockM * kBlockN * 2 : 0>;
     static_assert(launch_smem_fits<Layout>(), "the launch allocates less shared memory than this layout");
@@ -376,9 +375,14 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
                     const bool hi_ok[1] = {sched.row_valid(tile, row + 8)};
                     const float(&slab)[1][kHalfN / 2] = reinterpret_cast<const float(&)[1][kHalfN / 2]>(acc_half);
                     const DRows<OutT> dr = d_rows_of(sched, tile, m0);
-                    epilogue::store_tile_bf16_rows<kHalfN, 1, kRank3>(slab, smem.d() + wg * 64 * kBlockN * 2, tmap_d,
-                                                                      1 + wg, dr.row0, 64, n0 + wg * kHalfN, lo_ok,
-                                                                      hi_ok, dr.d, ld_d, n, dr.z);
+                    if constexpr (kDirectD) {
+                        epilogue::store_rows_direct<kHalfN>(slab[0], dr.row0 + row_lo - wg * 64, lo_ok[0], hi_ok[0],
+                                                            n0 + wg * kHalfN, dr.d, ld_d, n);
+                    } else {
+                        epilogue::store_tile_bf16_rows<kHalfN, 1, kRank3>(slab, smem.d() + wg * 64 * kBlockN * 2,
+                                                                          tmap_d, 1 + wg, dr.row0, 64, n0 + wg * kHalfN,
+                                                                          lo_ok, hi_ok, dr.d, ld_d, n, dr.z);
+                    }
                     continue;
                 }
             }
@@ -395,6 +399,12 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
                     epilogue::store_tile<kBlockN>(acc, d + static_cast<size_t>(split) * m * ld_d, nullptr, ld_d, row,
                                                   n0, m, n, lane);
                 }
+            } else if constexpr (kDirectD && kGemmType != GemmType::kNormal) {
+                // The tile's valid rows straight from registers: no staging tile, so its shared
+                // memory goes to pipeline stages (a knob, DG_DEV_SM90_BF16_DIRECT_D).
+                const DRows<OutT> dr = d_rows_of(sched, tile, m0 + wg * 64);
+                epilogue::store_rows_direct<kBlockN>(acc, dr.row0 + row_lo - wg * 64, sched.row_valid(tile, row),
+                                                     sched.row_valid(tile, row + 8), n0, dr.d, ld_d, n);
             } else if constexpr (kStagedD) {
                 uint8_t* stage_wg = smem.d() + wg * 64 * kBlockN * 2;
                 const float(&slab)[1][kBlockN / 2] = reinterpret_cast<const float(&)[1][kBlockN / 2]>(acc);
