@@ -428,82 +428,9 @@ def test_developer_config_knobs_pick_their_kernel(tmp_path):
     assert "_b128x128_" in names[0] and names[0].endswith("_sk"), names
 
 
-@pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc to compile")
-def test_developer_head_group_knob_reaches_only_masked_kernels(tmp_path):
-    """DG_DEV_SM90_BF16_HEAD_GROUP: the masked kernels walk the heads in groups (`_hg16`);
-    dense kernels take no such walk."""
-    import os
-    import subprocess
-    import sys
-
-    code = ("import torch, deep_gemm\n"
-            "b = torch.ops.deep_gemm.m_grouped_bf16_gemm_build\n"
-            "print(b('masked', 4096, 4096, 7168, 32, 192, 132, 'nk', False).split()[0])\n"
-            "print(torch.ops.deep_gemm.bf16_gemm_build(4096, 4096, 7168, 'nt', 'bf16', False, 132, 'nk').split()[0])\n")
-    env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path), DG_DEV_SM90_BF16_HEAD_GROUP="16")
-    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-3000:]
-    masked, dense = res.stdout.split()
-    assert "_mgm_" in masked and masked.endswith("_g2_hg16"), masked
-    assert "_hg" not in dense, dense
-
-
-@pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc to compile")
-def test_developer_direct_d_knob_reaches_m_grouped_kernels(tmp_path):
-    """DG_DEV_SM90_BF16_DIRECT_D: the m-grouped kernels store D from registers (`_dd`) and spend
-    the staging tile's shared memory on a fourth stage at 128 x 256."""
-    res = _build_grouped_names([("masked", 4096, 4096, 7168, 32, 192), ("contiguous", 32768, 4096, 7168, 4, 0)],
-                               {"DG_DEV_SM90_BF16_DIRECT_D": "1", "DG_DEV_SM90_BF16_BLOCK_N": "256"}, tmp_path)
-    masked, contiguous = res
-    assert "_mgm_" in masked and masked.endswith("_b128x256_s4_g2_dd"), masked
-    assert "_mgc_" in contiguous and contiguous.endswith("_b128x256_s4_g16_dd"), contiguous
-
-
-def _build_grouped_names(cases, env_extra, tmp_path):
-    """Kernel names of m-grouped BF16 builds (kind, m, n, k, groups, expected_m) in a child with
-    `env_extra` set."""
-    import os
-    import subprocess
-    import sys
-
-    code = ("import torch, deep_gemm\n"
-            f"for kind, m, n, k, g, em in {cases!r}:\n"
-            "    print(torch.ops.deep_gemm.m_grouped_bf16_gemm_build(kind, m, n, k, g, em, 132, 'nk', False).split()[0])\n")
-    env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path), **env_extra)
-    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900)
-    assert res.returncode == 0, res.stderr[-3000:]
-    return res.stdout.split()
-
-
-@pytest.mark.gpu
-def test_m_grouped_forms_with_direct_d_stores(tmp_path):
-    """The m-grouped tests (contiguous, psum, masked with half tiles and interleaved groups, and
-    einsum's per-head forms) again in a child pytest with DG_DEV_SM90_BF16_DIRECT_D=1 (the knobs
-    are read once per process): D stored from registers, every valid row right, nothing else
-    written; the record shows that `_dd` kernels ran."""
-    import json
-    import os
-    import subprocess
-    import sys
-
-    here = os.path.dirname(os.path.abspath(__file__))
-    nodes = [f"{here}/test_bf16_gemm.py::test_m_grouped_contiguous", f"{here}/test_bf16_gemm.py::test_m_grouped_half_tiles",
-             f"{here}/test_bf16_gemm.py::test_m_grouped_masked_interleaved_groups",
-             f"{here}/test_einsum.py::test_bhr_hdr_bhd_and_bhd_hdr_bhr"]
-    record = tmp_path / "kernels.jsonl"
-    env = dict(os.environ, DG_DEV_SM90_BF16_DIRECT_D="1", DG_DEV_SM90_BF16_BLOCK_N="256", DG_JIT_RECORD=str(record))
-    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "gpu", *nodes], env=env,
-                         cwd=here, capture_output=True, text=True, timeout=1200)
-    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
-    names = {json.loads(line)["name"] for line in record.read_text().splitlines()}
-    for tag in ("_mgc_", "_mgm_", "_mgp_"):
-        assert any(tag in n and n.endswith("_dd") for n in names), names
-
-
 @pytest.mark.parametrize("knob,value,expected", [("DG_DEV_SM90_BF16_STAGES", "9", "in [2, 8]"),
                                                  ("DG_DEV_SM90_BF16_BLOCK_N", "100", "a multiple of 16"),
-                                                 ("DG_DEV_SM90_BF16_BLOCK_M", "256", "64 or 128"),
-                                                 ("DG_DEV_SM90_BF16_HEAD_GROUP", "-1", "in [1, 1024]")])
+                                                 ("DG_DEV_SM90_BF16_BLOCK_M", "256", "64 or 128")])
 def test_developer_config_knobs_refuse_bad_values(knob, value, expected, tmp_path):
     res, _ = _build_names([(256, 256, 256, "nt", "bf16", False)], {knob: value}, tmp_path)
     assert res.returncode != 0 and f"{knob} must be {expected}" in res.stderr, res.stderr[-2000:]

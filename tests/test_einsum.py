@@ -4,8 +4,6 @@ random data with the output poisoned (NaN), accumulation in place, and the FP8 p
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 
@@ -180,49 +178,6 @@ def test_bhr_hdr_bhd_and_bhd_hdr_bhr(h, r, dd, bsz, use_cublaslt):
     torch.cuda.synchronize()
     assert calc_diff(z2, torch.einsum("bhd,hdr->bhr", x2.float(), y2.float())) < 1e-5
     assert buf[:, :, r:].isnan().all()
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("head_group", ["1", "3", "16"])
-def test_per_head_forms_under_the_head_group_walk(head_group, tmp_path):
-    """DG_DEV_SM90_BF16_HEAD_GROUP (a knob, read once per process: a child runs it): the heads
-    walked a few at a time, m-blocks outermost, still compute every (head, row, column) once:
-    head counts that are not multiples of the group, rows that end in a partial m-block, d
-    poisoned; and the masked GEMM proper (a masked_m: the walk does not apply) unchanged."""
-    import os
-    import subprocess
-    import sys
-
-    code = ("import torch, deep_gemm\n"
-            "from deep_gemm.testing import calc_diff\n"
-            "torch.backends.cuda.matmul.allow_tf32 = False\n"
-            "torch.manual_seed(2)\n"
-            "r = lambda *s: torch.randn(*s, device='cuda', dtype=torch.bfloat16)\n"
-            "for bsz, h, rr, dd in [(4096, 128, 512, 128), (300, 7, 256, 128), (129, 20, 512, 64)]:\n"
-            "    x, y = r(bsz, h, rr), r(h, dd, rr)\n"
-            "    z = torch.full((bsz, h, dd), float('nan'), device='cuda', dtype=torch.bfloat16)\n"
-            "    deep_gemm.einsum('bhr,hdr->bhd', x, y, z)\n"
-            "    assert calc_diff(z, torch.einsum('bhr,hdr->bhd', x.float(), y.float())) < 1e-5, (bsz, h, 'bhd')\n"
-            "    x2 = r(bsz, h, dd)\n"
-            "    z2 = torch.full((bsz, h, rr), float('nan'), device='cuda', dtype=torch.bfloat16)\n"
-            "    deep_gemm.einsum('bhd,hdr->bhr', x2, y, z2)\n"
-            "    assert calc_diff(z2, torch.einsum('bhd,hdr->bhr', x2.float(), y.float())) < 1e-5, (bsz, h, 'bhr')\n"
-            "a, b = r(5, 256, 512), r(5, 384, 512)\n"
-            "masked = torch.tensor([256, 0, 77, 129, 200], device='cuda', dtype=torch.int32)\n"
-            "d = torch.full((5, 256, 384), float('nan'), device='cuda', dtype=torch.bfloat16)\n"
-            "deep_gemm.m_grouped_bf16_gemm_nt_masked(a, b, d, masked, 160)\n"
-            "for g, m in enumerate(masked.tolist()):\n"
-            "    if m: assert calc_diff(d[g, :m], a[g, :m].float() @ b[g].float().t()) < 1e-5, g\n"
-            "    assert d[g, m:].isnan().all(), g\n"
-            "print('ok')\n")
-    record = tmp_path / "kernels.jsonl"
-    env = dict(os.environ, DG_DEV_SM90_BF16_HEAD_GROUP=head_group, DG_JIT_RECORD=str(record))
-    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900)
-    assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-3000:]
-    # Both per-head forms ran on the masked kernel under the walk (not on cuBLASLt).
-    names = {json.loads(line)["name"] for line in record.read_text().splitlines()}
-    for layout in ("nt", "nn"):
-        assert any(n.startswith(f"sm90_bf16_gemm_{layout}_mgm_") and n.endswith(f"_hg{head_group}") for n in names), names
 
 
 @pytest.mark.gpu

@@ -23,7 +23,6 @@ struct Sm90Bf16GemmConfig : Sm90GemmConfig {
     int gemm_type = 0;      // 0 dense, else an m-grouped GemmType (1 contiguous, 2 masked, 3 psum)
     int splits = 1;         // split K: CTAs per tile (a cluster, or clusters of 1 with a workspace)
     int split_units = 0;    // split K: units (K blocks, or batches) per split
-    int head_group = 0;     // masked without masked_m: heads walked this many at a time (a knob; 0: one by one)
 };
 
 // Mirrors sm90_bf16::SmemLayout<...>::kDynamicBytes (tests/test_smem_layout_mirror.py).

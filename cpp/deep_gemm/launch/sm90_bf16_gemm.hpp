@@ -70,8 +70,7 @@ struct Sm90Bf16KernelSpec {
   bool mn_major_a = false, mn_major_b = false, fp32_out = false, with_c = false;
   int gemm_type = 0;
   bool batched_k = false, split_k = false;
-  bool direct_d = false;  // a bf16 D stored from registers (no staging tile; a knob)
-  uint32_t head_group = 0;  // masked, null layout: groups walked this many at a time (0: one by one)
+  bool direct_d = false;  // a dense bf16 D stored from registers (no staging tile)
   int smem_bytes = 0;
 };
 
@@ -83,8 +82,7 @@ inline std::string sm90_bf16_kernel_name(const Sm90Bf16KernelSpec& s) {
   return "sm90_bf16_gemm_" + layout + tags[s.gemm_type >= 0 && s.gemm_type <= 3 ? s.gemm_type : 0] +
          (s.fp32_out ? "_f32" : "_bf16") + (s.with_c ? "_c" : "") + "_m" + u(s.compiled_m) + "n" + u(s.compiled_n) + "k" +
          u(s.compiled_k) + "_b" + u(s.block_m) + "x" + u(s.block_n) + "_s" + u(s.stages) + "_g" + u(s.group_n) +
-         (s.batched_k ? "_bk" : "") + (s.split_k ? "_sk" : "") + (s.direct_d ? "_dd" : "") +
-         (s.head_group ? "_hg" + u(s.head_group) : "");
+         (s.batched_k ? "_bk" : "") + (s.split_k ? "_sk" : "") + (s.direct_d ? "_dd" : "");
 }
 
 inline std::string sm90_bf16_kernel_source(const Sm90Bf16KernelSpec& s) {
@@ -101,7 +99,6 @@ inline std::string sm90_bf16_kernel_source(const Sm90Bf16KernelSpec& s) {
   t.trailing_bool(s.batched_k, false);
   t.trailing_bool(s.split_k, false);
   t.trailing_bool(s.direct_d, false);
-  t.trailing(std::to_string(s.head_group) + "u", s.head_group == 0);
   std::string code = smem_bytes_define(s.smem_bytes);
   code += "#include <deep_gemm/impls/sm90_bf16_gemm.cuh>\n\n";
   code += "extern \"C\" __global__ void __launch_bounds__(384, 1)\n";
@@ -164,16 +161,13 @@ struct Bf16ConfigKey {
 };
 
 // Developer knobs of the configuration (DG_DEV_SM90_BF16_{BLOCK_M,BLOCK_N,STAGES,DIRECT_D,
-// SPLITS,GROUP_N,HEAD_GROUP}), for measuring configurations the ranking would not pick; unset
-// (0): the ranking's choice. Set, they apply to every BF16 GEMM but einsum's workspace split,
-// and turn split K off unless SPLITS (a cluster of that many CTAs per tile, dense GEMMs) says
-// more than 1. DIRECT_D: a bf16 D without C stored from registers, the staging tile's shared
-// memory spent on pipeline stages (dense and m-grouped). HEAD_GROUP: masked launches without masked_m (einsum's per-head forms) walk the
-// heads that many at a time, m-blocks outermost (TileScheduler's kHeadGroup).
+// SPLITS,GROUP_N}), for measuring configurations the ranking would not pick; unset (0): the
+// ranking's choice. Set, they apply to every BF16 GEMM but einsum's workspace split, and turn
+// split K off unless SPLITS (a cluster of that many CTAs per tile, dense GEMMs) says more than 1.
 struct Bf16DevKnobs {
-  int block_m = 0, block_n = 0, stages = 0, splits = 0, group_n = 0, head_group = 0;
+  int block_m = 0, block_n = 0, stages = 0, splits = 0, group_n = 0;
   bool direct_d = false;
-  bool any() const { return block_m || block_n || stages || direct_d || splits || group_n || head_group; }
+  bool any() const { return block_m || block_n || stages || direct_d || splits || group_n; }
 };
 inline const Bf16DevKnobs& bf16_dev_knobs() {
   static const Bf16DevKnobs k = [] {
@@ -186,7 +180,6 @@ inline const Bf16DevKnobs& bf16_dev_knobs() {
     v.direct_d = env_bool_knob("DG_DEV_SM90_BF16_DIRECT_D", false);
     v.splits = env_int_knob("DG_DEV_SM90_BF16_SPLITS", [](int x) { return x >= 0 && x <= 8; }, "in [0, 8]");
     v.group_n = env_int_knob("DG_DEV_SM90_BF16_GROUP_N", [](int x) { return x >= 0 && x <= 64; }, "in [1, 64]");
-    v.head_group = env_int_knob("DG_DEV_SM90_BF16_HEAD_GROUP", [](int x) { return x >= 0 && x <= 1024; }, "in [1, 1024]");
     return v;
   }();
   return k;
@@ -206,7 +199,7 @@ inline h::Sm90Bf16GemmConfig choose_bf16_config(const Bf16ConfigKey& key, int ma
     }
   }
   const auto& knobs = bf16_dev_knobs();
-  const bool staged = !key.fp32_out && !key.with_c && !knobs.direct_d;
+  const bool staged = !key.fp32_out && !key.with_c && !(knobs.direct_d && key.gemm_type == 0);
   for (auto c : h::rank_sm90_bf16_gemm_configs(key.m_for_config, key.n, key.k_for_config > 0 ? key.k_for_config : key.k,
                                                       key.num_sms, key.mn_major_a,
                                                       key.mn_major_b, staged, key.fp32_out ? 4 : 2, max_smem,
@@ -230,7 +223,6 @@ inline h::Sm90Bf16GemmConfig choose_bf16_config(const Bf16ConfigKey& key, int ma
         c.smem_bytes = h::sm90_bf16_smem_bytes(c.block_m, c.block_n, c.stages, c.staged_d);
       }
       if (knobs.group_n) c.group_n = knobs.group_n;
-      if (key.gemm_type == 2) c.head_group = knobs.head_group;
       return c;
     }
     if (key.split_units_total == 0) return c;
@@ -263,7 +255,6 @@ inline Plan<h::Sm90Bf16GemmConfig> plan_sm90_bf16_gemm(const detail::Bf16ConfigK
   s.batched_k = key.batched_k;
   s.split_k = cfg.splits > 1;
   s.direct_d = !key.fp32_out && !key.with_c && !cfg.staged_d && cfg.splits <= 1;
-  s.head_group = static_cast<uint32_t>(cfg.head_group);
   s.smem_bytes = cfg.smem_bytes;
   const std::string name = sm90_bf16_kernel_name(s);
   return {cfg, JitContext::get().source(name, sm90_bf16_kernel_source(s), name)};

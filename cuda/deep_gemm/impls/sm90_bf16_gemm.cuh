@@ -164,8 +164,7 @@ struct DRows {
 // [G][max_m][K], B [G, N, K] K-major or [G, K, N] MN-major). Masked A and D go through
 // rank-3 maps [G][max_m][.] (Scheduler::kRank3Groups), so their groups may lie at any
 // stride: D's group g starts at d + g * d_group_stride (the direct row stores), and a null
-// grouped_layout gives every group all max_m rows (einsum's per-head GEMMs); kHeadGroup > 0
-// then walks the groups kHeadGroup at a time, m-block outermost (TileScheduler; a knob).
+// grouped_layout gives every group all max_m rows (einsum's per-head GEMMs).
 // kBatchedK (einsum bmk,bnk->mn): D = C + sum over `num_batches` batches of A_b B_b^T, A and B
 // K-major rank-3 maps [batch][rows][K] (K a multiple of 64): the K loop walks every batch's
 // K blocks, so the sum stays in the accumulators.
@@ -182,7 +181,7 @@ struct DRows {
 template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
           uint32_t kStages, uint32_t kGroupN, bool kMnMajorA, bool kMnMajorB, typename OutT, bool kWithC,
           GemmType kGemmType = GemmType::kNormal, bool kBatchedK = false, bool kSplitK = false,
-          bool kDirectD = false, uint32_t kHeadGroup = 0>
+          bool kDirectD = false>
 __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t shape_n, uint32_t shape_k,
                                                     const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
                                                     const CUtensorMap* tmap_d, OutT* d, const OutT* c,
@@ -205,13 +204,14 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
     static_assert(!kSplitK || kGemmType == GemmType::kNormal, "split K: dense or batched K");
     // A bf16 D without C goes through the staging tile and the TMA; otherwise (or kDirectD:
     // the staging tile's shared memory spent on pipeline stages) direct stores.
-    static_assert(!kDirectD || (kBf16Out && !kWithC && !kSplitK), "direct D: a bf16 D without C");
+    static_assert(!kDirectD || (kBf16Out && !kWithC && !kSplitK && kGemmType == GemmType::kNormal),
+                  "direct D: a dense bf16 D without C");
     constexpr bool kStagedD = kBf16Out && !kWithC && !kSplitK && !kDirectD;
     using Layout = SmemLayout<kBlockM, kBlockN, kStages, kStagedD ? kBlockM * kBlockN * 2 : 0>;
     static_assert(launch_smem_fits<Layout>(), "the launch allocates less shared memory than this layout");
     static_assert(!kSplitK || kStages * Layout::kStageTxBytes >= kBlockM * kBlockN * 4,
                   "split K parks the FP32 tile in the stage memory");
-    using Scheduler = TileScheduler<kGemmType, kBlockM, kBlockN, kGroupN, 1, false, kHeadGroup>;
+    using Scheduler = TileScheduler<kGemmType, kBlockM, kBlockN, kGroupN, 1>;
     constexpr bool kRank3 = Scheduler::kRank3Groups;
     // A tile's first output row in D's map (its group's rows for kRank3), the group (the
     // map's third coordinate) and the D base its direct row stores index from.
@@ -375,14 +375,9 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
                     const bool hi_ok[1] = {sched.row_valid(tile, row + 8)};
                     const float(&slab)[1][kHalfN / 2] = reinterpret_cast<const float(&)[1][kHalfN / 2]>(acc_half);
                     const DRows<OutT> dr = d_rows_of(sched, tile, m0);
-                    if constexpr (kDirectD) {
-                        epilogue::store_rows_direct<kHalfN>(slab[0], dr.row0 + row_lo - wg * 64, lo_ok[0], hi_ok[0],
-                                                            n0 + wg * kHalfN, dr.d, ld_d, n);
-                    } else {
-                        epilogue::store_tile_bf16_rows<kHalfN, 1, kRank3>(slab, smem.d() + wg * 64 * kBlockN * 2,
-                                                                          tmap_d, 1 + wg, dr.row0, 64, n0 + wg * kHalfN,
-                                                                          lo_ok, hi_ok, dr.d, ld_d, n, dr.z);
-                    }
+                    epilogue::store_tile_bf16_rows<kHalfN, 1, kRank3>(slab, smem.d() + wg * 64 * kBlockN * 2, tmap_d,
+                                                                      1 + wg, dr.row0, 64, n0 + wg * kHalfN, lo_ok,
+                                                                      hi_ok, dr.d, ld_d, n, dr.z);
                     continue;
                 }
             }
@@ -399,12 +394,6 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
                     epilogue::store_tile<kBlockN>(acc, d + static_cast<size_t>(split) * m * ld_d, nullptr, ld_d, row,
                                                   n0, m, n, lane);
                 }
-            } else if constexpr (kDirectD && kGemmType != GemmType::kNormal) {
-                // The tile's valid rows straight from registers: no staging tile, so its shared
-                // memory goes to pipeline stages (a knob, DG_DEV_SM90_BF16_DIRECT_D).
-                const DRows<OutT> dr = d_rows_of(sched, tile, m0 + wg * 64);
-                epilogue::store_rows_direct<kBlockN>(acc, dr.row0 + row_lo - wg * 64, sched.row_valid(tile, row),
-                                                     sched.row_valid(tile, row + 8), n0, dr.d, ld_d, n);
             } else if constexpr (kStagedD) {
                 uint8_t* stage_wg = smem.d() + wg * 64 * kBlockN * 2;
                 const float(&slab)[1][kBlockN / 2] = reinterpret_cast<const float(&)[1][kBlockN / 2]>(acc);

@@ -36,10 +36,6 @@
 // Masked and psum walk the groups in order: virtual tile t belongs to the group whose
 // cumulative tile count passes t. Each CTA's t only grows, so a cursor (group, tile base)
 // moves forward and each CTA reads each group's entry once. Nothing is read on the host.
-// kHeadGroup > 0 (masked with a null layout only, a developer knob for einsum's per-head
-// forms, whose groups interleave their rows in memory): the walk takes kHeadGroup groups at
-// a time, m-block outermost, then group, then n-block, so the tiles in flight cover a few
-// m-blocks of several groups instead of every m-block of one or two.
 //
 // kDynamic (m-grouped only): a CTA's first tile is blockIdx.x, every later one is claimed
 // from a per-call counter (zeroed before the launch) a few K blocks before the CTA's current
@@ -114,7 +110,7 @@ __device__ __forceinline__ bool read_tile_slot(const TileSlot* slot, TileInfo& t
 }
 
 template <GemmType kGemmType, uint32_t kBlockM, uint32_t kBlockN, uint32_t kGroupN,
-          uint32_t kCluster, bool kDynamic = false, uint32_t kHeadGroup = 0>
+          uint32_t kCluster, bool kDynamic = false>
 struct TileScheduler {
     static constexpr bool kGrouped = kGemmType != GemmType::kNormal;
     static constexpr bool kWalkGroups =
@@ -123,8 +119,6 @@ struct TileScheduler {
     static_assert(!kGrouped || kCluster == 1, "the m-grouped variants run without clusters");
     static_assert(kCluster == 1 || kGroupN % 2 == 0, "cluster pairing needs an even group");
     static_assert(!kDynamic || (kGrouped && kCluster == 1), "claimed tiles: the m-grouped walks only");
-    static_assert(kHeadGroup == 0 || (kGemmType == GemmType::kMGroupedMasked && !kDynamic),
-                  "groups of heads: the masked walk with static strides only");
     static constexpr bool kClaimsTiles = kDynamic;
     // A and D through rank-3 tensor maps, addressed by (row_in_group, group).
     static constexpr bool kRank3Groups = kGemmType == GemmType::kMGroupedMasked;
@@ -237,9 +231,6 @@ struct TileScheduler {
             }
         } else if constexpr (kWalkGroups) {
             const uint32_t t = take_tile();
-            if constexpr (kHeadGroup > 0) {
-                if (layout == nullptr) return head_group_tile(t, info);
-            }
             while (t >= cur_base + num_m_blocks * num_n_blocks) {
                 if (++cur_group >= num_groups) return false;
                 cur_base += num_m_blocks * num_n_blocks;
@@ -267,29 +258,6 @@ struct TileScheduler {
                 info.multicast_a = (pm == info.m_block);
             }
         }
-        return true;
-    }
-
-    // kHeadGroup > 0, null layout (every group has shape_m rows, num_m_blocks of them): tile t
-    // of the walk by groups of kHeadGroup groups, m-block outermost within one.
-    __device__ __forceinline__ bool head_group_tile(uint32_t t, TileInfo& info) const {
-        const uint32_t span = kHeadGroup * num_m_blocks * num_n_blocks;
-        if (span == 0) return false;  // no rows (the host returns before launching)
-        const uint32_t block = t / span;
-        const uint32_t first = block * kHeadGroup;
-        if (first >= num_groups) return false;
-        const uint32_t heads = min(kHeadGroup, num_groups - first);
-        const uint32_t r = t - block * span;
-        const uint32_t m_block = r / (heads * num_n_blocks);
-        if (m_block >= num_m_blocks) return false;  // past the last (partial) block's tiles
-        const uint32_t rem = r - m_block * heads * num_n_blocks;
-        info.m_block = m_block;
-        info.group = first + rem / num_n_blocks;
-        info.n_block = rem % num_n_blocks;
-        info.m0 = info.group * shape_m + m_block * kBlockM;
-        info.row_end = info.group * shape_m + shape_m;
-        info.multicast_a = false;
-        info.peer_alive = true;
         return true;
     }
 
