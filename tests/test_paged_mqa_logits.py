@@ -21,7 +21,8 @@ import deep_gemm
 from deep_gemm.testing import calc_diff
 
 E4M3, F32, BF16, I32, U8 = torch.float8_e4m3fn, torch.float32, torch.bfloat16, torch.int32, torch.uint8
-SPLIT = 256  # cached tokens per schedule item
+TILE = 64  # cached tokens per schedule unit
+PITCH_UNIT = 256  # the logits rows are padded to whole 256-token units (upstream)
 
 
 def _meta(*shape, dtype=F32):
@@ -170,9 +171,9 @@ def _token_lens(lens_row, lens_2d, next_n):
 
 
 def _schedule_model(batch_lens, num_ctas):
-    """Rows (batch, split) of the schedule: the 256-token splits of all batches, in order,
-    CTA i taking items [i * q + min(i, r), ...)."""
-    splits = [-(-n // SPLIT) for n in batch_lens]
+    """Rows (batch, tile) of the schedule: the 64-token tiles of all batches, in order,
+    CTA i taking units [i * q + min(i, r), ...)."""
+    splits = [-(-n // TILE) for n in batch_lens]
     total = sum(splits)
     q, r = divmod(total, num_ctas)
     ends, acc = [], 0
@@ -293,7 +294,7 @@ def _poison_next_logits(rows, width, dtype):
     """NaN in the memory the next logits of this size will get from the caching allocator
     (the same size, just freed): cells the kernel does not write stay NaN. Returns its address."""
     per_kb = 1024 // torch.empty(0, dtype=dtype).element_size()
-    pitch = -(-(-(-width // SPLIT) * SPLIT) // per_kb) * per_kb
+    pitch = -(-(-(-width // PITCH_UNIT) * PITCH_UNIT) // per_kb) * per_kb
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     buf = torch.full((rows, pitch), float("nan"), dtype=dtype, device="cuda")

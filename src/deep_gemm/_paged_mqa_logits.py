@@ -43,8 +43,8 @@ def get_paged_mqa_logits_metadata(context_lens: torch.Tensor, block_kv: int, num
 
     ``context_lens`` int32 ``[B]`` or ``[B, next_n]`` (as passed to the logits op),
     ``block_kv`` the cache's page size (32 or 64), ``num_sms`` the CTAs the logits op runs
-    (usually :func:`get_num_sms`). Row ``i`` is ``(batch, split)``, where CTA ``i``'s work
-    starts: the cached tokens of all batches, in splits of 256, are spread evenly over the
+    (usually :func:`get_num_sms`). Row ``i`` is ``(batch, tile)``, where CTA ``i``'s work
+    starts: the cached tokens of all batches, in tiles of 64, are spread evenly over the
     CTAs; row ``num_sms`` is ``(B, 0)``. ``indices`` (varlen) is SM100-only.
     """
     fn = "get_paged_mqa_logits_metadata"

@@ -9,8 +9,9 @@
 // its block_kv FP32 scales (a page is block-strided: kv_stride bytes apart).
 //
 // Memory-bound at next_n = 1: each cached token is read once (D + 4 bytes) for 2 * H * D
-// flops per query token. The work is cut by the schedule (impls/paged_mqa_logits_metadata.cuh)
-// into splits of 256 tokens spread evenly over the CTAs. Per split, 64-token tiles stream
+// flops per query token. The schedule (impls/paged_mqa_logits_metadata.cuh) deals the 64-token
+// tiles evenly over the CTAs; a CTA walks its tiles in items (splits) of up to 256 tokens of one
+// batch. Per split, the tiles stream
 // through the shared TMA ring (one 3-D box per page: KV rows, one 2-D box: scales), and one
 // wgmma m64nNk32 chain per tile puts the 64 tokens on M and the query rows (token, head) on
 // N, q resident per batch. The head reduction is the shared epilogue
@@ -35,7 +36,7 @@ namespace deep_gemm {
 
 namespace sm90_paged_mqa {
 
-constexpr uint32_t kTileKV = 64;  // cached tokens per pipeline stage: M of the wgmma
+constexpr uint32_t kTileKV = paged_mqa::kTileKV;  // cached tokens per pipeline stage: M of the wgmma
 constexpr uint32_t kTilesPerSplit = paged_mqa::kSplitKV / kTileKV;
 constexpr uint32_t kNumMathWG = 2;
 constexpr uint32_t kQSlots = 2;           // q slots per math warpgroup: the next batch's q loads early
@@ -111,14 +112,11 @@ struct SmemLayout {
     }
 };
 
-// One schedule item: split s (tokens [256 s, 256 s + 256) clipped to len) of batch b.
+// One item of a CTA's walk: tiles [t, t + n) of batch b (n <= kTilesPerSplit; tile i holds
+// tokens [64 i, 64 i + 64) clipped to len, the batch's longest window).
 struct Split {
-    uint32_t b, s, len;
+    uint32_t b, t, n, len;
 };
-
-__device__ __forceinline__ uint32_t split_tiles(const Split& x) {
-    return min(kTilesPerSplit, ceil_div(x.len - x.s * paged_mqa::kSplitKV, kTileKV));
-}
 
 // Walks the items of one CTA, from its schedule row to the next (exclusive). Whatever
 // schedule_meta holds, it ends: it never passes batch_size, nor a batch's last split.
@@ -129,25 +127,31 @@ class SplitWalker {
         : ctx_(context_lens), batch_(batch_size), next_n_(next_n), lens_2d_(lens_2d) {
         // Negative entries become huge: past the end.
         b_ = static_cast<uint32_t>(__ldg(schedule_meta + 2 * cta));
-        s_ = static_cast<uint32_t>(__ldg(schedule_meta + 2 * cta + 1));
+        t_ = static_cast<uint32_t>(__ldg(schedule_meta + 2 * cta + 1));
         end_b_ = static_cast<uint32_t>(__ldg(schedule_meta + 2 * cta + 2));
-        end_s_ = static_cast<uint32_t>(__ldg(schedule_meta + 2 * cta + 3));
+        end_t_ = static_cast<uint32_t>(__ldg(schedule_meta + 2 * cta + 3));
     }
 
+    // Where the walk starts, as the schedule says (read before any context length).
+    __device__ __forceinline__ uint32_t start_batch() const { return b_; }
+    __device__ __forceinline__ uint32_t start_tile() const { return t_; }
+
     __device__ __forceinline__ bool next(Split& out) {
-        while (b_ < batch_ && (b_ < end_b_ || (b_ == end_b_ && s_ < end_s_))) {
+        while (b_ < batch_ && (b_ < end_b_ || (b_ == end_b_ && t_ < end_t_))) {
             if (!loaded_) {
                 len_ = paged_mqa::batch_kv_len(ctx_, b_, next_n_, lens_2d_);
-                splits_ = paged_mqa::num_splits(len_);
+                tiles_ = paged_mqa::num_tiles(len_);
                 loaded_ = true;
             }
-            if (s_ < splits_) {
-                out = {b_, s_, len_};
-                ++s_;
+            if (t_ < tiles_) {  // then t_ + kTilesPerSplit cannot wrap
+                const uint32_t end = b_ == end_b_ ? min(tiles_, end_t_) : tiles_;
+                const uint32_t n = min(kTilesPerSplit, end - t_);
+                out = {b_, t_, n, len_};
+                t_ += n;
                 return true;
             }
             ++b_;
-            s_ = 0;
+            t_ = 0;
             loaded_ = false;
         }
         return false;
@@ -157,8 +161,8 @@ class SplitWalker {
     const int* ctx_;
     uint32_t batch_, next_n_;
     bool lens_2d_;
-    uint32_t b_, s_, end_b_, end_s_;
-    uint32_t len_ = 0, splits_ = 0;
+    uint32_t b_, t_, end_b_, end_t_;
+    uint32_t len_ = 0, tiles_ = 0;
     bool loaded_ = false;
 };
 
@@ -220,21 +224,25 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
         if (threadIdx.x / 32 != kNumMathThreads / 32) return;
         const uint32_t lane = threadIdx.x % 32;
         const uint32_t pages_per_tile = kTileKV / block_kv;  // 1 (block_kv 64) or 2 (32)
-        const uint32_t pages_per_split = paged_mqa::kSplitKV / block_kv;
-        // Lane i reads the block-table entry of page i of a split (-1: no page there), for the
-        // split kPagePrefetch items ahead of the one whose boxes it issues: the table is read
-        // from DRAM (cold), and one split's boxes take less time to issue than a loaded DRAM
-        // round trip, so a table read one split ahead capped the issue rate at one split per
+        // Lane i reads the block-table entry of page i of an item (-1: no page there), for the
+        // item kPagePrefetch items ahead of the one whose boxes it issues: the table is read
+        // from DRAM (cold), and one item's boxes take less time to issue than a loaded DRAM
+        // round trip, so a table read one item ahead capped the issue rate at one item per
         // round trip. `ahead` walks the same items as `walker`, kPagePrefetch of them earlier.
-        const auto load_pages = [&](const Split& x) -> int {
-            const uint32_t page = x.s * pages_per_split + lane;
-            const bool valid = lane < pages_per_split && page < max_blocks && page * block_kv < x.len;
-            return valid ? __ldg(block_table + x.b * block_table_stride + page) : -1;
+        const auto load_pages = [&](uint32_t b, uint32_t t, uint32_t n, uint32_t len) -> int {
+            const uint32_t page = t * pages_per_tile + lane;
+            const bool valid = b < batch_size && lane < n * pages_per_tile && page < max_blocks &&
+                               page * block_kv < len;
+            return valid ? __ldg(block_table + b * block_table_stride + page) : -1;
         };
         SplitWalker ahead = walker;
+        // The first item's table entries are read at once, in parallel with its batch's context
+        // length, not after it: one DRAM round trip less before the CTA's first KV box. Pages
+        // past the length in its last tile may then be read (rows whose logits are not stored).
+        const Split walker_start{walker.start_batch(), walker.start_tile(), 0, 0};
         const auto fetch = [&](int& slot) {
             Split x{};
-            slot = ahead.next(x) ? load_pages(x) : -1;
+            slot = ahead.next(x) ? load_pages(x.b, x.t, x.n, x.len) : -1;
         };
         PipeState<kStages> pipe;
         uint32_t q_loads[kNumMathWG] = {0, 0};
@@ -245,7 +253,11 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
         const auto step = [&](int& slot) -> bool {
             Split cur{};
             if (!walker.next(cur)) return false;
-            const int pages = slot;  // waits for this lane's table read, issued kPagePrefetch items ago
+            int pages = slot;  // waits for this lane's table read, issued kPagePrefetch items ago
+            // The first item's entries were read where the schedule starts, before its length
+            // was known (below); a schedule made for other lengths may start elsewhere.
+            if (item == 0 && (cur.b != walker_start.b || cur.t != walker_start.t))
+                pages = load_pages(cur.b, cur.t, cur.n, cur.len);
             fetch(slot);
             const uint32_t wg = item % kNumMathWG;
 #pragma unroll
@@ -261,8 +273,7 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
                 ++q_loads[g];
                 q_batch[g] = cur.b;
             }
-            const uint32_t tiles = split_tiles(cur);
-            for (uint32_t t = 0; t < tiles; ++t, pipe.advance()) {
+            for (uint32_t t = 0; t < cur.n; ++t, pipe.advance()) {
                 for (uint32_t p = 0; p < pages_per_tile; ++p) {
                     const int entry = __shfl_sync(0xffffffffu, pages, t * pages_per_tile + p);
                     // Outside the cache (or no page): a box past the last block, read as zeros.
@@ -285,8 +296,11 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
         // kPagePrefetch slots in registers, each used by every kPagePrefetch-th item: the loop
         // is unrolled over them so that every slot has a constant index.
         static_assert(kPagePrefetch == 4, "the loop below names the four slots");
-        int slot0, slot1, slot2, slot3;
-        fetch(slot0);
+        int slot0 = load_pages(walker_start.b, walker_start.t, kTilesPerSplit, ~0u), slot1, slot2, slot3;
+        {
+            Split first{};
+            ahead.next(first);
+        }
         fetch(slot1);
         fetch(slot2);
         fetch(slot3);
@@ -316,7 +330,7 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
         float acc[kN / 2];
         Split cur{};
         for (uint32_t item = 0; walker.next(cur); ++item) {
-            const uint32_t tiles = split_tiles(cur);
+            const uint32_t tiles = cur.n;
             if (item % kNumMathWG != wg) {  // the other warpgroup's split: skip its stages
                 for (uint32_t t = 0; t < tiles; ++t) pipe.advance();
                 continue;
@@ -357,7 +371,7 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
                                              true);
                 float out[Reduce::kOutPerLane];
                 Reduce::reduce(acc, wr, sf_lo, sf_hi, lane, out);
-                const uint32_t kv0 = cur.s * paged_mqa::kSplitKV + t * kTileKV;
+                const uint32_t kv0 = (cur.t + t) * kTileKV;
 #pragma unroll
                 for (uint32_t i = 0; i < Reduce::kOutPerLane; ++i) {
                     const uint32_t j = kv0 + out_row[i];
