@@ -370,3 +370,23 @@ def test_cuda_graph_replays_new_context_lens():
         torch.cuda.synchronize()
         ref, valid = p.reference()
         _check(logits, ref, valid, True, F32, f"replay {round_}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bkv", [64, 32])
+def test_long_contexts_repeated(bkv):
+    # Hundreds of tiles per CTA, launched again and again: the kernel's two math warpgroups
+    # once shared one stage ring, and at such lengths a launch now and then failed or hung
+    # (an H100, 2026-12-07: within 20 launches at B = 64, context 32768). Every launch must
+    # give the same logits, and the first must match the reference.
+    batch, context = 32, 32768
+    p = Problem(batch, 1, 64, 128, bkv, False, seed=bkv, lens=[context - 7 * b for b in range(batch)])
+    meta = deep_gemm.get_paged_mqa_logits_metadata(p.context_lens, bkv, deep_gemm.get_num_sms())
+    first = p.run(meta, True).clone()
+    torch.cuda.synchronize()
+    ref, valid = p.reference()
+    _check(first, ref, valid, True, F32, f"block_kv={bkv}")
+    for i in range(40):
+        again = p.run(meta, True)
+        torch.cuda.synchronize()
+        assert torch.equal(again, first), f"block_kv={bkv}: launch {i + 1} differs from the first"

@@ -88,7 +88,9 @@ inline Sm90PagedMqaKernelSpec sm90_paged_mqa_spec(int next_n, int num_heads, int
   s.head_dim = head_dim;
   s.bf16_logits = bf16_logits;
   s.stages = knob ? knob : paged_mqa_detail::kMaxStages;
-  while (s.stages > 2 && sm90_paged_mqa_smem_bytes(next_n, num_heads, head_dim, s.stages) > max_smem) --s.stages;
+  // Even: the kernel gives each math warpgroup its own half of the ring.
+  s.stages -= s.stages % 2;
+  while (s.stages > 2 && sm90_paged_mqa_smem_bytes(next_n, num_heads, head_dim, s.stages) > max_smem) s.stages -= 2;
   s.smem_bytes = sm90_paged_mqa_smem_bytes(next_n, num_heads, head_dim, s.stages);
   return s;
 }

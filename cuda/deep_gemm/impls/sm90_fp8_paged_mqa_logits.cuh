@@ -21,7 +21,11 @@
 //
 // Block: two math warpgroups, then the producer warpgroup (its first warp: lane 0 issues the
 // TMA loads, all 32 lanes read the block-table entries of the splits 4 items ahead). The math
-// warpgroups take a CTA's splits in turn (even ones: warpgroup 0); each has two q slots,
+// warpgroups take a CTA's splits in turn (even ones: warpgroup 0), each through its own half
+// of the stage ring. (One ring whose stages a warpgroup skipped when they held the other's
+// split let a warpgroup wait for a stage's next phase before the previous one had completed:
+// the parity wait then passed at once, on data not yet there, and the launch failed or hung,
+// now and then, at long contexts: seen on an H100 on 2026-12-07.) Each has two q slots,
 // loaded by the producer when its batch changes (the next batch's while the current one's
 // tiles are computed), and its batch's weights in registers.
 #pragma once
@@ -197,6 +201,8 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
     constexpr uint32_t kN = Layout::kN;
     constexpr uint32_t kNumMathThreads = kNumMathWG * 128;
     static_assert(kNextN >= 1 && kNextN <= 4, "next_n in [1, 4]");
+    static_assert(kStages % kNumMathWG == 0, "each math warpgroup owns kStages / kNumMathWG stages");
+    constexpr uint32_t kRingStages = kStages / kNumMathWG;
     static_assert(kHeads == 32 || kHeads == 64, "32 or 64 heads");
     static_assert(register_budgets_fit(kNumMathThreads, sm90_paged_mqa::kProducerRegs, sm90_paged_mqa::kMathRegs),
                   "setmaxnreg budgets over the entry allocation");
@@ -244,7 +250,7 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
             Split x{};
             slot = ahead.next(x) ? load_pages(x.b, x.t, x.n, x.len) : -1;
         };
-        PipeState<kStages> pipe;
+        uint32_t ring_tiles0 = 0, ring_tiles1 = 0;  // tiles issued into warpgroup 0's ring (stages [0, kRingStages)), 1's
         uint32_t q_loads[kNumMathWG] = {0, 0};
         uint32_t q_batch[kNumMathWG] = {~0u, ~0u};
         uint32_t item = 0;
@@ -273,14 +279,18 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
                 ++q_loads[g];
                 q_batch[g] = cur.b;
             }
-            for (uint32_t t = 0; t < cur.n; ++t, pipe.advance()) {
+            // Values, not a reference to one of two states: both stay in registers.
+            uint32_t issued = wg == 0 ? ring_tiles0 : ring_tiles1;
+            const uint32_t ring = wg * kRingStages;
+            for (uint32_t t = 0; t < cur.n; ++t, ++issued) {
+                const PipeState<kRingStages> pipe{issued % kRingStages, (issued / kRingStages) & 1u};
                 for (uint32_t p = 0; p < pages_per_tile; ++p) {
                     const int entry = __shfl_sync(0xffffffffu, pages, t * pages_per_tile + p);
                     // Outside the cache (or no page): a box past the last block, read as zeros.
                     const int32_t blk = static_cast<uint32_t>(entry) < num_kv_blocks ? entry
                                                                                      : static_cast<int32_t>(num_kv_blocks);
                     if (lane == 0) {
-                        const uint32_t s = pipe.stage;
+                        const uint32_t s = ring + pipe.stage;
                         if (p == 0) {
                             ptx::mbar_wait_watchdog(smem.empty(s), pipe.phase ^ 1u);
                             ptx::mbar_arrive_expect_tx(smem.full(s), Layout::kStageTxBytes);
@@ -290,6 +300,8 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
                     }
                 }
             }
+            if (wg == 0) ring_tiles0 = issued;
+            else ring_tiles1 = issued;
             ++item;
             return true;
         };
@@ -314,7 +326,8 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
         const uint64_t desc_q0 = sm90_paged_mqa::make_desc_k_major<kHeadDim>(smem.q(wg, 0));
         uint64_t desc_q = desc_q0;
         const uint64_t desc_kv0 = sm90_paged_mqa::make_desc_k_major<kHeadDim>(smem.kv(0));
-        PipeState<kStages> pipe;
+        PipeState<kRingStages> pipe;  // this warpgroup's half of the ring
+        const uint32_t ring = wg * kRingStages;
         uint32_t q_uses = 0, my_batch = ~0u;
         // Per result of this lane (Reduce's out[i]): its logits row offset (token) and tile row,
         // fixed per lane, and the tokens its query token sees (per batch; 0: not stored: the
@@ -331,10 +344,7 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
         Split cur{};
         for (uint32_t item = 0; walker.next(cur); ++item) {
             const uint32_t tiles = cur.n;
-            if (item % kNumMathWG != wg) {  // the other warpgroup's split: skip its stages
-                for (uint32_t t = 0; t < tiles; ++t) pipe.advance();
-                continue;
-            }
+            if (item % kNumMathWG != wg) continue;  // the other warpgroup's split, in its own ring
             if (cur.b != my_batch) {
                 // Every wgmma read of the previous batch's q is done (waited): hand its slot back.
                 if (my_batch != ~0u && lane == 0) ptx::mbar_arrive(smem.q_empty(wg, (q_uses - 1) % kQSlots));
@@ -355,7 +365,7 @@ __device__ __forceinline__ void sm90_fp8_paged_mqa_logits_impl(
             }
             OutT* out_rows = logits + static_cast<uint64_t>(cur.b) * kNextN * logits_stride;
             for (uint32_t t = 0; t < tiles; ++t, pipe.advance()) {
-                const uint32_t s = pipe.stage;
+                const uint32_t s = ring + pipe.stage;
                 ptx::mbar_wait_uniform(smem.full(s), pipe.phase);
                 const uint64_t desc_kv = ptx::desc_advance(desc_kv0, s * Layout::kKVBytes);
                 ptx::fence_operands(acc);
