@@ -42,19 +42,29 @@ def read_floor(r):
                    for name, f in r.get("floors", {}).items())
 
 
-def shape(r):
+# Measured device-to-device copy bandwidth (2 GiB, read + write) of the GPUs the runs name:
+# the H200 about 4.3 TB/s (2026-12-02), the H100 80GB HBM3 3.01 TB/s (2026-12-07, twice).
+COPY_TB_S = {"H200": 4.3, "H100": 3.0}
+
+
+def copy_tb_s(gpu):
+    return next((bw for name, bw in COPY_TB_S.items() if name in gpu), 4.3)
+
+
+def shape(r, gpu=""):
     kind = KINDS.get(r["op"], r["op"])
     if "->" in r["op"]:  # an einsum expression
         return f"einsum {r['op']} (dims {r['m']}, {r['n']}, {r['k']}; batch {r['groups']})"
     if kind in ("dense", "bf16 dense"):
         return f"dense {r['m']}x{r['n']}x{r['k']}{read_floor(r)}"
-    if r["op"] == "tf32_hc_prenorm_gemm":  # memory-bound: a's bytes against the H200's copy bandwidth
-        bw = f", a read at {r['floor_us'] / r['us']:.0%} of 4.3 TB/s" if r.get("floor_us") else ""
+    bw_tb = copy_tb_s(gpu)
+    if r["op"] == "tf32_hc_prenorm_gemm":  # memory-bound: a's bytes against the GPU's copy bandwidth
+        bw = f", a read at {r['a_bytes'] / r['us'] / 1e6 / bw_tb:.0%} of {bw_tb} TB/s" if r.get("a_bytes") else ""
         return f"hc prenorm {r['m']}x{r['n']}x{r['k']}{bw}{read_floor(r)}"
     if r["op"] == "fp8_mqa_logits":
         return f"mqa logits S={r['m']} S_kv={r['n']} H={r['heads']} D={r['k']} ({r['windows']} windows)"
     if r["op"] == "fp8_paged_mqa_logits":  # decode: the KV cache's bytes against copy bandwidth
-        bw = f", KV read at {r['kv_bytes'] / r['us'] / 1e6 / 4.3:.0%} of 4.3 TB/s" if r.get("kv_bytes") else ""
+        bw = f", KV read at {r['kv_bytes'] / r['us'] / 1e6 / bw_tb:.0%} of {bw_tb} TB/s" if r.get("kv_bytes") else ""
         return (f"paged mqa logits B={r['batch']} next_n={r['next_n']} ctx={r['n']} H={r['heads']}{bw}"
                 f"{read_floor(r)}")
     if kind == "cublaslt dense":
@@ -124,9 +134,9 @@ def render(paths):
     for i, (_, d) in enumerate(runs, 1):
         for r in d["records"]:
             if r.get("status") != "ok":
-                out.append(f"| {i} | {shape(r)} | {r.get('status')} | | " + " | " * len(peers))
+                out.append(f"| {i} | {shape(r, d['gpu'])} | {r.get('status')} | | " + " | " * len(peers))
                 continue
-            cells = [str(i), shape(r), f"{r['us']:.1f}", f"{r['tflops']:.0f}"] + [ratio(r, p) for p in peers]
+            cells = [str(i), shape(r, d['gpu']), f"{r['us']:.1f}", f"{r['tflops']:.0f}"] + [ratio(r, p) for p in peers]
             out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
 
