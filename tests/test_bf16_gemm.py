@@ -415,6 +415,17 @@ def test_staged_d_tiles_prefer_whole_swizzle_rows(tmp_path):
 
 
 @pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc to compile")
+def test_short_k_tiles_take_a_multiple_of_their_k_blocks_in_stages(tmp_path):
+    """K = 128 (two K blocks; einsum bhd,hdr->bhr's per-head K): 128 x 256 tiles with 2 stages,
+    not the 3 that fit (A then read once from DRAM, an H100 on 2026-12-07); K = 192 (three
+    blocks) keeps the 3 that fit."""
+    res, names = _build_names([(4096, 24576, 128, "nt", "bf16", False), (4096, 24576, 192, "nt", "bf16", False)],
+                              {}, tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "_b128x256_s2_" in names[0] and "_b128x256_s3_" in names[1], names
+
+
+@pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc to compile")
 def test_developer_config_knobs_pick_their_kernel(tmp_path):
     """DG_DEV_SM90_BF16_*: the tile, stages, direct D stores and a forced split count."""
     res, names = _build_names([(4096, 4096, 7168, "nt", "bf16", False)],

@@ -216,9 +216,12 @@ inline h::Sm90Bf16GemmConfig choose_bf16_config(const Bf16ConfigKey& key, int ma
     if (knobs.any()) {
       if ((knobs.block_m && c.block_m != knobs.block_m) || (knobs.block_n && c.block_n != knobs.block_n)) continue;
       if (knobs.stages) {
-        if (knobs.stages > c.stages)
+        // The most that fit (the ranking may pick fewer: short K).
+        int fit = h::kSm90Bf16MaxStages;
+        while (fit > c.stages && h::sm90_bf16_smem_bytes(c.block_m, c.block_n, fit, c.staged_d) > max_smem) --fit;
+        if (knobs.stages > fit)
           throw std::runtime_error(deep_jit::detail::cat("deep_gemm: DG_DEV_SM90_BF16_STAGES=", knobs.stages, " does not fit ",
-                                                         c.block_m, "x", c.block_n, " tiles (at most ", c.stages, ")"));
+                                                         c.block_m, "x", c.block_n, " tiles (at most ", fit, ")"));
         c.stages = knobs.stages;
         c.smem_bytes = h::sm90_bf16_smem_bytes(c.block_m, c.block_n, c.stages, c.staged_d);
       }
