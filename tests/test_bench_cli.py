@@ -29,6 +29,7 @@ EXAMPLE_RECORD = {
 TOP_LEVEL_KEYS = (
     "gpu",
     "num_sms",
+    "copy_tb_s",
     "torch",
     "cuda",
     "deep_gemm",
@@ -363,6 +364,7 @@ def fake_result():
     result = {
         "gpu": "NVIDIA H200",
         "num_sms": 132,
+        "copy_tb_s": 4.31,
         "torch": "2.11.0+cu130",
         "cuda": "13.0",
         "deep_gemm": "0.1.0",
@@ -461,6 +463,8 @@ def test_fp8_suite_runs_end_to_end_on_gpu(tmp_path):
     loaded = json.loads(out.read_text())
     assert len(loaded["records"]) == 9
     assert loaded["num_sms"] > 0 and loaded["gpu"]
+    # The copy bandwidth of this GPU, measured in the run (Hopper's HBM: a few TB/s).
+    assert 0.5 < loaded["copy_tb_s"] < 20, loaded["copy_tb_s"]
     assert proc.stdout.strip().splitlines()[-1]  # the table (and summary) is printed last
     for rec in loaded["records"]:
         assert rec["status"] in ("ok", "skipped", "fail", "error")

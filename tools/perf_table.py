@@ -42,22 +42,30 @@ def read_floor(r):
                    for name, f in r.get("floors", {}).items())
 
 
-# Measured device-to-device copy bandwidth (2 GiB, read + write) of the GPUs the runs name:
-# the H200 about 4.3 TB/s (2026-12-02), the H100 80GB HBM3 3.01 TB/s (2026-12-07, twice).
+# For runs whose JSON predates the bench's own copy measurement (`copy_tb_s`): the
+# device-to-device copy bandwidth (2 GiB, read + write) measured on the GPUs they name, the H200
+# about 4.3 TB/s (2026-12-02), the H100 80GB HBM3 3.01 TB/s (2026-12-07, twice).
 COPY_TB_S = {"H200": 4.3, "H100": 3.0}
 
 
-def copy_tb_s(gpu):
-    return next((bw for name, bw in COPY_TB_S.items() if name in gpu), 4.3)
+def copy_tb_s(run):
+    """The run's own measurement (bench JSON from 2026-12-07 on), else its GPU's figure above."""
+    if run.get("copy_tb_s"):
+        return run["copy_tb_s"]
+    return next((bw for name, bw in COPY_TB_S.items() if name in run.get("gpu", "")), 4.3)
 
 
-def shape(r, gpu=""):
+def copy_note(run):
+    return f", copy {run['copy_tb_s']} TB/s (same run)" if run.get("copy_tb_s") else ""
+
+
+def shape(r, run):
     kind = KINDS.get(r["op"], r["op"])
     if "->" in r["op"]:  # an einsum expression
         return f"einsum {r['op']} (dims {r['m']}, {r['n']}, {r['k']}; batch {r['groups']})"
     if kind in ("dense", "bf16 dense"):
         return f"dense {r['m']}x{r['n']}x{r['k']}{read_floor(r)}"
-    bw_tb = copy_tb_s(gpu)
+    bw_tb = copy_tb_s(run)
     if r["op"] == "tf32_hc_prenorm_gemm":  # memory-bound: a's bytes against the GPU's copy bandwidth
         bw = f", a read at {r['a_bytes'] / r['us'] / 1e6 / bw_tb:.0%} of {bw_tb} TB/s" if r.get("a_bytes") else ""
         return f"hc prenorm {r['m']}x{r['n']}x{r['k']}{bw}{read_floor(r)}"
@@ -127,16 +135,16 @@ def render(paths):
     ]
     for i, (path, d) in enumerate(runs, 1):
         out.append(f"{i}. {d['date']}, commit {d['commit']}: {d['gpu']} ({d['num_sms']} SMs), torch {d['torch']}, "
-                   f"CUDA {d['cuda']}, Python {d['python']}; order: {order(d)}{geomean(d)}.")
+                   f"CUDA {d['cuda']}, Python {d['python']}{copy_note(d)}; order: {order(d)}{geomean(d)}.")
         out.append(f"   `{command(d, path)}`")
     out += ["", "| run | shape | µs | TFLOP/s | " + " | ".join(PEERS[p] for p in peers) + " |",
             "|---|---|---:|---:|" + "---:|" * len(peers)]
     for i, (_, d) in enumerate(runs, 1):
         for r in d["records"]:
             if r.get("status") != "ok":
-                out.append(f"| {i} | {shape(r, d['gpu'])} | {r.get('status')} | | " + " | " * len(peers))
+                out.append(f"| {i} | {shape(r, d)} | {r.get('status')} | | " + " | " * len(peers))
                 continue
-            cells = [str(i), shape(r, d['gpu']), f"{r['us']:.1f}", f"{r['tflops']:.0f}"] + [ratio(r, p) for p in peers]
+            cells = [str(i), shape(r, d), f"{r['us']:.1f}", f"{r['tflops']:.0f}"] + [ratio(r, p) for p in peers]
             out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
 

@@ -7,6 +7,7 @@ import datetime
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -106,6 +107,42 @@ def num_sms(dg: Any) -> int:
         return torch.cuda.get_device_properties(0).multi_processor_count
 
 
+COPY_PROBE_BYTES = 1 << 30
+COPY_PROBE_LAUNCHES = 10
+
+
+def copy_bandwidth_tb_s() -> float | None:
+    """This GPU's copy bandwidth in TB/s (bytes read plus bytes written), the yardstick of the
+    memory-bound rows, measured in the same run: the median of COPY_PROBE_LAUNCHES
+    device-to-device copies of up to 1 GiB. None where two such buffers do not fit."""
+    free, _ = torch.cuda.mem_get_info()
+    nbytes = min(COPY_PROBE_BYTES, free // 4) & ~0xFFFF
+    if nbytes < (64 << 20):
+        return None
+    src = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    times_ms = []
+    for _ in range(COPY_PROBE_LAUNCHES):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dst.copy_(src)
+        end.record()
+        end.synchronize()
+        times_ms.append(start.elapsed_time(end))
+    del src, dst
+    return round(2 * nbytes / (statistics.median(times_ms) * 1e-3) / 1e12, 3)
+
+
+def copy_bandwidth_or_none() -> float | None:
+    try:
+        return copy_bandwidth_tb_s()
+    except RuntimeError as exc:  # out of memory, or a CUDA error: the rows still run
+        log(f"warning: copy bandwidth not measured: {exc}")
+        return None
+
+
 def environment(dg: Any) -> dict[str, Any]:
     major, minor = torch.cuda.get_device_capability()
     return {
@@ -118,6 +155,7 @@ def environment(dg: Any) -> dict[str, Any]:
         "date": datetime.date.today().isoformat(),
         "compute_capability": f"{major}.{minor}",
         "python": sys.version.split()[0],
+        "copy_tb_s": copy_bandwidth_or_none(),
     }
 
 
@@ -220,7 +258,7 @@ def format_report(result: dict[str, Any]) -> str:
     records = result.get("records", [])
     peers = table_peers(records)
     env = ", ".join(
-        f"{key} {result.get(key)}" for key in ("gpu", "num_sms", "torch", "cuda", "deep_gemm", "commit", "date")
+        f"{key} {result.get(key)}" for key in ("gpu", "num_sms", "copy_tb_s", "torch", "cuda", "deep_gemm", "commit", "date")
     )
     lines = [f"deep_gemm.bench: {env}", table_header(peers)]
     lines += [table_row(r, peers) for r in records]
