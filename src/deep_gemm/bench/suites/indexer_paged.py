@@ -7,7 +7,7 @@ relu, weighted head sum) timed as the peer. ``cases(dg, seed)`` yields the rows;
 
 The records carry the KV bytes read (``kv_bytes`` = B * context * (D + 4)) and the rate
 (``kv_tb_s``, filled by :func:`kv_rate`): decode at next_n = 1 is bound by reading the
-cache once, ~4.3 TB/s on the H200. The floor ``read_kv`` (a torch sum over the cache's bytes,
+cache once, at most the run's ``copy_tb_s`` (~4.3 TB/s on the H200). The floor ``read_kv`` (a torch sum over the cache's bytes,
 timed beside ours) is that read under the same protocol, the flush's write-back included."""
 
 from __future__ import annotations
