@@ -31,6 +31,14 @@ constexpr int sm90_bf16_smem_bytes(int block_m, int block_n, int stages, bool st
     return d + stages * (block_m + block_n) * kSm90Bf16BlockK * 2 + 2 * stages * 8 + 1024;
 }
 
+// The most pipeline stages (at most kSm90Bf16MaxStages) whose layout fits max_smem_bytes;
+// below 2: the tile does not fit.
+constexpr int sm90_bf16_fit_stages(int block_m, int block_n, bool staged_d, int max_smem_bytes) {
+    int stages = kSm90Bf16MaxStages;
+    while (stages >= 2 && sm90_bf16_smem_bytes(block_m, block_n, stages, staged_d) > max_smem_bytes) --stages;
+    return stages;
+}
+
 inline double sm90_bf16_estimate_cycles(const Sm90Bf16GemmConfig& c, int m, int n, int k, int num_groups,
                                         int out_bytes) {
     const int num_m = sm90_ceil_div(m, c.block_m), num_n = sm90_ceil_div(n, c.block_n);
@@ -94,8 +102,7 @@ inline std::vector<Sm90Bf16GemmConfig> rank_sm90_bf16_gemm_configs(int m, int n,
             c.num_sms = num_sms;
             c.num_math_threads = bm / 64 * 128;
             c.num_threads = c.num_math_threads + 128;
-            int stages = kSm90Bf16MaxStages;
-            while (stages >= 2 && sm90_bf16_smem_bytes(bm, bn, stages, staged_d) > max_smem_bytes) --stages;
+            int stages = sm90_bf16_fit_stages(bm, bn, staged_d, max_smem_bytes);
             if (stages < 2) continue;
             // Tiles of a few K blocks, fewer than the stages: a multiple of them. Timed for
             // 2 blocks only, on an H100 on 2026-12-07 (einsum bhd,hdr->bhr, B = 4096, H = 128,

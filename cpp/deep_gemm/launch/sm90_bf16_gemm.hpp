@@ -216,9 +216,8 @@ inline h::Sm90Bf16GemmConfig choose_bf16_config(const Bf16ConfigKey& key, int ma
     if (knobs.any()) {
       if ((knobs.block_m && c.block_m != knobs.block_m) || (knobs.block_n && c.block_n != knobs.block_n)) continue;
       if (knobs.stages) {
-        // The most that fit (the ranking may pick fewer: short K).
-        int fit = h::kSm90Bf16MaxStages;
-        while (fit > c.stages && h::sm90_bf16_smem_bytes(c.block_m, c.block_n, fit, c.staged_d) > max_smem) --fit;
+        // Bounded by what fits, not by the ranking's pick (fewer for short K).
+        const int fit = h::sm90_bf16_fit_stages(c.block_m, c.block_n, c.staged_d, max_smem);
         if (knobs.stages > fit)
           throw std::runtime_error(deep_jit::detail::cat("deep_gemm: DG_DEV_SM90_BF16_STAGES=", knobs.stages, " does not fit ",
                                                          c.block_m, "x", c.block_n, " tiles (at most ", fit, ")"));
