@@ -439,7 +439,7 @@ def test_developer_config_knobs_pick_their_kernel(tmp_path):
     assert "_b128x128_" in names[0] and names[0].endswith("_sk"), names
 
 
-@pytest.mark.parametrize("knob,value,expected", [("DG_DEV_SM90_BF16_STAGES", "9", "in [2, 8]"),
+@pytest.mark.parametrize("knob,value,expected", [("DG_DEV_SM90_BF16_STAGES", "17", "in [2, 16]"),
                                                  ("DG_DEV_SM90_BF16_BLOCK_N", "100", "a multiple of 16"),
                                                  ("DG_DEV_SM90_BF16_BLOCK_M", "256", "64 or 128")])
 def test_developer_config_knobs_refuse_bad_values(knob, value, expected, tmp_path):
@@ -454,12 +454,19 @@ def test_developer_stages_knob_refuses_a_layout_that_does_not_fit(tmp_path):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("knobs", [{"DG_DEV_SM90_BF16_BLOCK_N": "256", "DG_DEV_SM90_BF16_STAGES": "4",
-                                    "DG_DEV_SM90_BF16_DIRECT_D": "1"},
-                                   {"DG_DEV_SM90_BF16_BLOCK_N": "128", "DG_DEV_SM90_BF16_SPLITS": "3"}])
-def test_developer_config_knobs_compute_correctly(knobs):
+@pytest.mark.parametrize("knobs,shapes", [
+    ({"DG_DEV_SM90_BF16_BLOCK_N": "256", "DG_DEV_SM90_BF16_STAGES": "4", "DG_DEV_SM90_BF16_DIRECT_D": "1"},
+     [(300, 1000, 4096), (128, 4096, 7168)]),
+    ({"DG_DEV_SM90_BF16_BLOCK_N": "128", "DG_DEV_SM90_BF16_SPLITS": "3"}, [(300, 1000, 4096), (128, 4096, 7168)]),
+    # CTA pairs multicasting halves of B: an even number of m-blocks, ragged last ones.
+    ({"DG_DEV_SM90_BF16_BLOCK_M": "64", "DG_DEV_SM90_BF16_BLOCK_N": "64", "DG_DEV_SM90_BF16_STAGES": "13",
+      "DG_DEV_SM90_BF16_PAIR_B": "1"}, [(250, 1000, 4096), (128, 4096, 7168), (128, 2112, 64)]),
+    ({"DG_DEV_SM90_BF16_BLOCK_M": "128", "DG_DEV_SM90_BF16_BLOCK_N": "256", "DG_DEV_SM90_BF16_PAIR_B": "1"},
+     [(500, 1000, 4096), (4096, 4096, 7168)]),
+])
+def test_developer_config_knobs_compute_correctly(knobs, shapes):
     """The kernels only the knobs reach (direct D stores, a split count past the residency
-    cap) against a float reference, the output poisoned, ragged M and N."""
+    cap, CTA pairs sharing B) against a float reference, the output poisoned, ragged M and N."""
     import os
     import subprocess
     import sys
@@ -467,17 +474,46 @@ def test_developer_config_knobs_compute_correctly(knobs):
     code = ("import torch, deep_gemm\n"
             "from deep_gemm.testing import calc_diff\n"
             "torch.manual_seed(1)\n"
-            "for m, n, k in [(300, 1000, 4096), (128, 4096, 7168)]:\n"
+            f"for m, n, k in {shapes!r}:\n"
             "    a = torch.randn(m, k, device='cuda', dtype=torch.bfloat16)\n"
             "    b = torch.randn(n, k, device='cuda', dtype=torch.bfloat16)\n"
-            "    d = torch.full((m, n), float('nan'), device='cuda', dtype=torch.bfloat16)\n"
-            "    deep_gemm.bf16_gemm_nt(a, b, d)\n"
-            "    diff = calc_diff(d, a.float() @ b.float().t())\n"
-            "    assert diff < 1e-5, (m, n, k, diff)\n"
+            "    for _ in range(2):  # the second launch reuses the kernel on fresh poison\n"
+            "        d = torch.full((m, n), float('nan'), device='cuda', dtype=torch.bfloat16)\n"
+            "        deep_gemm.bf16_gemm_nt(a, b, d)\n"
+            "        diff = calc_diff(d, a.float() @ b.float().t())\n"
+            "        assert diff < 1e-5, (m, n, k, diff)\n"
             "print('ok')\n")
     res = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **knobs), capture_output=True, text=True,
                          timeout=600)
     assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-3000:]
+
+
+@pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc to compile")
+def test_two_row_blocks_that_fill_the_gpu_once_share_b_in_pairs(tmp_path):
+    """128 x 4096 x 7168 (128 tiles of 64 x 64 on 132 SMs): CTA pairs sharing B, 13 stages. Half
+    the SMs (N = 2112), two waves (N = 7168), one row block (M = 64), short K, an fp32 D or an
+    MN-major B keep the ranking's choice."""
+    res, names = _build_names([(128, 4096, 7168, "nt", "bf16", False), (100, 4000, 4096, "nt", "bf16", False),
+                               (128, 2112, 7168, "nt", "bf16", False), (128, 7168, 16384, "nt", "bf16", False),
+                               (64, 4096, 7168, "nt", "bf16", False), (128, 4096, 1024, "nt", "bf16", False),
+                               (128, 4096, 7168, "nt", "fp32", False), (128, 4096, 7168, "nn", "bf16", False)],
+                              {}, tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert names[0].endswith("_b64x64_s13_g1_pb") and names[1].endswith("_b64x64_s13_g1_pb"), names
+    assert not any(name.endswith("_pb") for name in names[2:]), names
+
+
+@pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc to compile")
+def test_pair_b_knob_builds_pairs_and_refuses_an_odd_count_of_m_blocks(tmp_path):
+    """DG_DEV_SM90_BF16_PAIR_B: m-blocks first (g1), the pair suffix; an odd number of
+    m-blocks (or an MN-major B) is an error naming the knob."""
+    knobs = {"DG_DEV_SM90_BF16_BLOCK_M": "64", "DG_DEV_SM90_BF16_BLOCK_N": "64", "DG_DEV_SM90_BF16_PAIR_B": "1"}
+    res, names = _build_names([(128, 4096, 7168, "nt", "bf16", False)], knobs, tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert names[0].endswith("_b64x64_s8_g1_pb"), names
+    for shape in [(192, 4096, 7168, "nt", "bf16", False), (128, 4096, 7168, "nn", "bf16", False)]:
+        res, _ = _build_names([shape], knobs, tmp_path)
+        assert res.returncode != 0 and "DG_DEV_SM90_BF16_PAIR_B needs" in res.stderr, res.stderr[-2000:]
 
 
 @pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc to compile")

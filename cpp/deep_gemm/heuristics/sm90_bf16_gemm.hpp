@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "sm90_common.hpp"
@@ -15,7 +16,8 @@
 namespace deep_gemm::heuristics {
 
 constexpr int kSm90Bf16BlockK = 64;  // bf16 elements of K per pipeline stage (one 128-byte row)
-constexpr int kSm90Bf16MaxStages = 8;
+constexpr int kSm90Bf16MaxStages = 16;  // the deepest ring the kernel is built with (the stages knob's bound)
+constexpr int kSm90Bf16RankStages = 8;  // the deepest ring the ranking gives a tile
 
 struct Sm90Bf16GemmConfig : Sm90GemmConfig {
     bool staged_d = false;  // bf16 D without C: through the staging tile and TMA stores
@@ -23,6 +25,7 @@ struct Sm90Bf16GemmConfig : Sm90GemmConfig {
     int gemm_type = 0;      // 0 dense, else an m-grouped GemmType (1 contiguous, 2 masked, 3 psum)
     int splits = 1;         // split K: CTAs per tile (a cluster, or clusters of 1 with a workspace)
     int split_units = 0;    // split K: units (K blocks, or batches) per split
+    bool pair_b = false;    // clusters of 2 on one n-block's two m-blocks, B multicast (kPairB)
 };
 
 // Mirrors sm90_bf16::SmemLayout<...>::kDynamicBytes (tests/test_smem_layout_mirror.py).
@@ -31,10 +34,11 @@ constexpr int sm90_bf16_smem_bytes(int block_m, int block_n, int stages, bool st
     return d + stages * (block_m + block_n) * kSm90Bf16BlockK * 2 + 2 * stages * 8 + 1024;
 }
 
-// The most pipeline stages (at most kSm90Bf16MaxStages) whose layout fits max_smem_bytes;
-// below 2: the tile does not fit.
-constexpr int sm90_bf16_fit_stages(int block_m, int block_n, bool staged_d, int max_smem_bytes) {
-    int stages = kSm90Bf16MaxStages;
+// The most pipeline stages (at most max_stages) whose layout fits max_smem_bytes; below 2:
+// the tile does not fit.
+constexpr int sm90_bf16_fit_stages(int block_m, int block_n, bool staged_d, int max_smem_bytes,
+                                   int max_stages = kSm90Bf16MaxStages) {
+    int stages = max_stages;
     while (stages >= 2 && sm90_bf16_smem_bytes(block_m, block_n, stages, staged_d) > max_smem_bytes) --stages;
     return stages;
 }
@@ -102,7 +106,7 @@ inline std::vector<Sm90Bf16GemmConfig> rank_sm90_bf16_gemm_configs(int m, int n,
             c.num_sms = num_sms;
             c.num_math_threads = bm / 64 * 128;
             c.num_threads = c.num_math_threads + 128;
-            int stages = sm90_bf16_fit_stages(bm, bn, staged_d, max_smem_bytes);
+            int stages = sm90_bf16_fit_stages(bm, bn, staged_d, max_smem_bytes, kSm90Bf16RankStages);
             if (stages < 2) continue;
             // Tiles of a few K blocks, fewer than the stages: a multiple of them. Timed for
             // 2 blocks only, on an H100 on 2026-12-07 (einsum bhd,hdr->bhr, B = 4096, H = 128,
@@ -126,6 +130,39 @@ inline std::vector<Sm90Bf16GemmConfig> rank_sm90_bf16_gemm_configs(int m, int n,
         return a.est_cycles < b.est_cycles;
     });
     return out;
+}
+
+// CTA pairs sharing B (the kernel's kPairB) for a dense GEMM of two 64-row blocks (64 < M <=
+// 128) whose 64 x 64 tiles fill the SMs in one wave (at least 90% of them, at most all): 64 x
+// 64 tiles, the deepest ring that fits, the two m-blocks of each n-block on a cluster of 2, each
+// CTA loading half of B's rows into both. Measured on the H200 on 2026-12-07 at 128 x 4096 x
+// 7168 (128 tiles on 132 SMs): 27.4 / 27.5 us against 28.6 / 28.6 for the split the ranking
+// picks (128 x 64 in 2), 29.4 / 29.1 unpaired at 13 stages, 31.4 / 31.5 at 8 stages. With half
+// the SMs (N = 2112) or two waves (N = 7168) the splits stay ahead, so this is taken only in
+// the band measured: long K (at least 32 K blocks), K-major B, a bf16 D through the staging
+// tile (docs/design-notes.md, "Small-M dense BF16").
+inline std::optional<Sm90Bf16GemmConfig> sm90_bf16_pair_b_config(int m, int n, int k, int num_sms, bool mn_major_b,
+                                                                 bool staged_d, int max_smem_bytes) {
+    constexpr int kTile = 64;
+    const long tiles = 2L * sm90_ceil_div(n, kTile);
+    if (m <= 64 || m > 128 || mn_major_b || !staged_d || sm90_ceil_div(k, kSm90Bf16BlockK) < 32) return std::nullopt;
+    if (tiles > num_sms || tiles * 10 < static_cast<long>(num_sms) * 9) return std::nullopt;
+    Sm90Bf16GemmConfig c;
+    c.block_m = c.block_n = kTile;
+    c.block_k = kSm90Bf16BlockK;
+    c.staged_d = true;
+    c.swizzle_d = sm90_epilogue_swizzle(kTile * 2);
+    c.group_n = 1;  // m-blocks first: a pair's tiles t (even) and t + 1 share their n-block
+    c.num_sms = num_sms;
+    c.num_math_threads = 128;
+    c.num_threads = 256;
+    c.stages = sm90_bf16_fit_stages(kTile, kTile, true, max_smem_bytes);
+    if (c.stages < 2) return std::nullopt;
+    c.smem_bytes = sm90_bf16_smem_bytes(kTile, kTile, c.stages, true);
+    c.cluster = 2;
+    c.pair_b = true;
+    c.grid_x = static_cast<int>(tiles);  // even, one tile per CTA
+    return c;
 }
 
 // Split K (the kernel's kSplitK): where the output's tiles cannot fill the SMs (small M and
@@ -178,9 +215,9 @@ inline Sm90Bf16GemmConfig choose_sm90_bf16_split(const Sm90Bf16GemmConfig& unspl
                                                  int k_blocks_per_unit, int num_sms, bool mn_major_a,
                                                  bool mn_major_b, int out_bytes, int max_smem_bytes, bool with_c,
                                                  int mult_m, int mult_n, int force_splits = 0,
-                                                 int force_block_n = 0) {
-    // force_splits / force_block_n (developer knobs): that split count and tile width only,
-    // past the residency cap and the model's choice.
+                                                 int force_block_n = 0, int force_block_m = 0) {
+    // force_splits / force_block_n / force_block_m (developer knobs): that split count and
+    // tile only, past the residency cap and the model's choice.
     Sm90Bf16GemmConfig best = unsplit;
     if (force_splits) best.est_cycles = 1e30;
     for (int want : {2, 3, 4, 5, 6, 7, 8}) {
@@ -193,7 +230,7 @@ inline Sm90Bf16GemmConfig choose_sm90_bf16_split(const Sm90Bf16GemmConfig& unspl
                                                   max_smem_bytes, static_cast<int>(splits), 0, 128, with_c)) {
             const long tiles = static_cast<long>(sm90_ceil_div(std::max(m, 1), c.block_m)) * sm90_ceil_div(n, c.block_n);
             if (c.block_m % mult_m != 0 || c.block_n % mult_n != 0) continue;
-            if (force_block_n && c.block_n != force_block_n) continue;
+            if ((force_block_n && c.block_n != force_block_n) || (force_block_m && c.block_m != force_block_m)) continue;
             if (!force_splits &&
                 (tiles * splits > num_sms || tiles > sm90_bf16_resident_clusters(static_cast<int>(splits), num_sms)))
                 continue;

@@ -3,7 +3,8 @@
 // the framework of launch/common.hpp.
 //
 // LAUNCH CONTRACT: grid {cfg.grid_x} (persistent; split K: tiles x splits, one tile per CTA),
-// block {cfg.num_threads}, shared cfg.smem_bytes, cluster 1 (split K: cfg.splits). Kernel
+// block {cfg.num_threads}, shared cfg.smem_bytes, cluster 1 (split K: cfg.splits; CTA pairs
+// sharing B, cfg.pair_b: 2). Kernel
 // arguments:
 //   (uint32 m, uint32 n, uint32 k, CUtensorMap a, CUtensorMap b, CUtensorMap d,
 //    OutT* d, const OutT* c /*may be d, or null*/, uint32 ld_d /*elements*/,
@@ -71,6 +72,7 @@ struct Sm90Bf16KernelSpec {
   int gemm_type = 0;
   bool batched_k = false, split_k = false;
   bool direct_d = false;  // a dense bf16 D stored from registers (no staging tile)
+  bool pair_b = false;    // CTA pairs multicasting halves of B (the kernel's kPairB)
   int smem_bytes = 0;
 };
 
@@ -82,7 +84,7 @@ inline std::string sm90_bf16_kernel_name(const Sm90Bf16KernelSpec& s) {
   return "sm90_bf16_gemm_" + layout + tags[s.gemm_type >= 0 && s.gemm_type <= 3 ? s.gemm_type : 0] +
          (s.fp32_out ? "_f32" : "_bf16") + (s.with_c ? "_c" : "") + "_m" + u(s.compiled_m) + "n" + u(s.compiled_n) + "k" +
          u(s.compiled_k) + "_b" + u(s.block_m) + "x" + u(s.block_n) + "_s" + u(s.stages) + "_g" + u(s.group_n) +
-         (s.batched_k ? "_bk" : "") + (s.split_k ? "_sk" : "") + (s.direct_d ? "_dd" : "");
+         (s.batched_k ? "_bk" : "") + (s.split_k ? "_sk" : "") + (s.direct_d ? "_dd" : "") + (s.pair_b ? "_pb" : "");
 }
 
 inline std::string sm90_bf16_kernel_source(const Sm90Bf16KernelSpec& s) {
@@ -99,6 +101,7 @@ inline std::string sm90_bf16_kernel_source(const Sm90Bf16KernelSpec& s) {
   t.trailing_bool(s.batched_k, false);
   t.trailing_bool(s.split_k, false);
   t.trailing_bool(s.direct_d, false);
+  t.trailing_bool(s.pair_b, false);
   std::string code = smem_bytes_define(s.smem_bytes);
   code += "#include <deep_gemm/impls/sm90_bf16_gemm.cuh>\n\n";
   code += "extern \"C\" __global__ void __launch_bounds__(384, 1)\n";
@@ -131,7 +134,8 @@ inline std::vector<Sm90TensorMapSpec> sm90_bf16_tensor_maps(const h::Sm90Bf16Gem
   }
   if (p.num_batches == 0)
     maps.push_back(p.mn_major_b ? Sm90TensorMapSpec{"b", Sm90TmaDtype::kBF16, n, k * g, p.ldb_bytes, 64, 64, 128}
-                                : Sm90TensorMapSpec{"b", Sm90TmaDtype::kBF16, k, n * g, p.ldb_bytes, 64, bn, 128});
+                                : Sm90TensorMapSpec{"b", Sm90TmaDtype::kBF16, k, n * g, p.ldb_bytes, 64,
+                                                    c.pair_b ? bn / 2 : bn, 128});
   const uint64_t d_batches = p.gemm_type == 2 ? g : 0;
   if (c.staged_d)
     maps.push_back({"d", Sm90TmaDtype::kBF16, n, p.d_rows, p.ld_d * 2, static_cast<uint32_t>(c.swizzle_d / 2), 64,
@@ -161,13 +165,15 @@ struct Bf16ConfigKey {
 };
 
 // Developer knobs of the configuration (DG_DEV_SM90_BF16_{BLOCK_M,BLOCK_N,STAGES,DIRECT_D,
-// SPLITS,GROUP_N}), for measuring configurations the ranking would not pick; unset (0): the
-// ranking's choice. Set, they apply to every BF16 GEMM but einsum's workspace split, and turn
+// SPLITS,GROUP_N,PAIR_B}), for measuring configurations the ranking would not pick; unset (0):
+// the ranking's choice. Set, they apply to every BF16 GEMM but einsum's workspace split, and turn
 // split K off unless SPLITS (a cluster of that many CTAs per tile, dense GEMMs) says more than 1.
+// PAIR_B: CTA pairs on one n-block's two m-blocks multicast halves of B (dense, K-major B, an
+// even number of m-blocks; otherwise an error).
 struct Bf16DevKnobs {
   int block_m = 0, block_n = 0, stages = 0, splits = 0, group_n = 0;
-  bool direct_d = false;
-  bool any() const { return block_m || block_n || stages || direct_d || splits || group_n; }
+  bool direct_d = false, pair_b = false;
+  bool any() const { return block_m || block_n || stages || direct_d || splits || group_n || pair_b; }
 };
 inline const Bf16DevKnobs& bf16_dev_knobs() {
   static const Bf16DevKnobs k = [] {
@@ -176,8 +182,9 @@ inline const Bf16DevKnobs& bf16_dev_knobs() {
     v.block_n = env_int_knob("DG_DEV_SM90_BF16_BLOCK_N", [](int x) { return x % 16 == 0 && x <= 256; },
                              "a multiple of 16 up to 256");
     v.stages = env_int_knob("DG_DEV_SM90_BF16_STAGES", [](int x) { return x == 0 || (x >= 2 && x <= h::kSm90Bf16MaxStages); },
-                            "in [2, 8]");
+                            "in [2, 16]");
     v.direct_d = env_bool_knob("DG_DEV_SM90_BF16_DIRECT_D", false);
+    v.pair_b = env_bool_knob("DG_DEV_SM90_BF16_PAIR_B", false);
     v.splits = env_int_knob("DG_DEV_SM90_BF16_SPLITS", [](int x) { return x >= 0 && x <= 8; }, "in [0, 8]");
     v.group_n = env_int_knob("DG_DEV_SM90_BF16_GROUP_N", [](int x) { return x >= 0 && x <= 64; }, "in [1, 64]");
     return v;
@@ -209,7 +216,7 @@ inline h::Sm90Bf16GemmConfig choose_bf16_config(const Bf16ConfigKey& key, int ma
       const auto sc = h::choose_sm90_bf16_split(c, key.m_for_config, key.n, key.split_units_total, key.k_blocks_per_unit,
                                                 key.num_sms, key.mn_major_a, key.mn_major_b, key.fp32_out ? 4 : 2,
                                                 max_smem, key.with_c, key.mult_m, key.mult_n, knobs.splits,
-                                                knobs.block_n);
+                                                knobs.block_n, knobs.block_m);
       if (sc.splits != knobs.splits) throw std::runtime_error("deep_gemm: DG_DEV_SM90_BF16_SPLITS: no such split configuration");
       return sc;
     }
@@ -225,9 +232,26 @@ inline h::Sm90Bf16GemmConfig choose_bf16_config(const Bf16ConfigKey& key, int ma
         c.smem_bytes = h::sm90_bf16_smem_bytes(c.block_m, c.block_n, c.stages, c.staged_d);
       }
       if (knobs.group_n) c.group_n = knobs.group_n;
+      if (knobs.pair_b) {
+        const int m_blocks = h::sm90_ceil_div(std::max(key.m_for_config, 1), c.block_m);
+        if (key.gemm_type != 0 || key.batched_k || key.mn_major_b || m_blocks % 2 != 0)
+          throw std::runtime_error(deep_jit::detail::cat(
+              "deep_gemm: DG_DEV_SM90_BF16_PAIR_B needs a dense GEMM with a K-major B and an even number of ",
+              c.block_m, "-row blocks (M = ", key.m_for_config, ")"));
+        c.pair_b = true;
+        c.cluster = 2;
+        c.group_n = 1;
+        c.grid_x -= c.grid_x % 2;
+      }
       return c;
     }
     if (key.split_units_total == 0) return c;
+    if (key.gemm_type == 0 && !key.batched_k && key.k_blocks_per_unit == 1 && 64 % key.mult_m == 0 &&
+        64 % key.mult_n == 0) {
+      if (const auto pair = h::sm90_bf16_pair_b_config(key.m_for_config, key.n, key.k, key.num_sms, key.mn_major_b,
+                                                       c.staged_d, max_smem))
+        return *pair;
+    }
     return h::choose_sm90_bf16_split(c, key.m_for_config, key.n, key.split_units_total, key.k_blocks_per_unit,
                                      key.num_sms, key.mn_major_a, key.mn_major_b, key.fp32_out ? 4 : 2, max_smem,
                                      key.with_c, key.mult_m, key.mult_n);
@@ -257,6 +281,7 @@ inline Plan<h::Sm90Bf16GemmConfig> plan_sm90_bf16_gemm(const detail::Bf16ConfigK
   s.batched_k = key.batched_k;
   s.split_k = cfg.splits > 1;
   s.direct_d = !key.fp32_out && !key.with_c && !cfg.staged_d && cfg.splits <= 1;
+  s.pair_b = cfg.pair_b;
   s.smem_bytes = cfg.smem_bytes;
   const std::string name = sm90_bf16_kernel_name(s);
   return {cfg, JitContext::get().source(name, sm90_bf16_kernel_source(s), name)};

@@ -178,10 +178,14 @@ struct DRows {
 //  - clusters of 1 (more splits than a cluster holds: einsum bmk,bnk->mn's thousands of
 //    batches over 4 tiles): split s stores its partial sums into the FP32 slice
 //    d + s * m * ld_d of a workspace (FP32 D, no C) that the host reduces.
+// kPairB (a developer knob for now): clusters of 2 CTAs on the two m-blocks of one n-block
+// (tiles numbered m-blocks first, an even count of m-blocks, an even grid), each loading half
+// of the B tile's rows and multicasting it to both; a stage is refilled once the math warps
+// of both CTAs released it. B's tensor map box is kBlockN / 2 rows.
 template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
           uint32_t kStages, uint32_t kGroupN, bool kMnMajorA, bool kMnMajorB, typename OutT, bool kWithC,
           GemmType kGemmType = GemmType::kNormal, bool kBatchedK = false, bool kSplitK = false,
-          bool kDirectD = false>
+          bool kDirectD = false, bool kPairB = false>
 __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t shape_n, uint32_t shape_k,
                                                     const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
                                                     const CUtensorMap* tmap_d, OutT* d, const OutT* c,
@@ -207,11 +211,16 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
     static_assert(!kDirectD || (kBf16Out && !kWithC && !kSplitK && kGemmType == GemmType::kNormal),
                   "direct D: a dense bf16 D without C");
     constexpr bool kStagedD = kBf16Out && !kWithC && !kSplitK && !kDirectD;
+    static_assert(!kPairB || (kGemmType == GemmType::kNormal && !kBatchedK && !kSplitK && !kMnMajorB),
+                  "pair B: a dense GEMM, K-major B, not split");
+    constexpr uint32_t kCluster = kPairB ? 2 : 1;
     using Layout = SmemLayout<kBlockM, kBlockN, kStages, kStagedD ? kBlockM * kBlockN * 2 : 0>;
     static_assert(launch_smem_fits<Layout>(), "the launch allocates less shared memory than this layout");
     static_assert(!kSplitK || kStages * Layout::kStageTxBytes >= kBlockM * kBlockN * 4,
                   "split K parks the FP32 tile in the stage memory");
-    using Scheduler = TileScheduler<kGemmType, kBlockM, kBlockN, kGroupN, 1>;
+    // Pair B: groups of one n-block number the m-blocks first, so the tiles a pair runs
+    // together (t even, t + 1) are the two m-blocks of one n-block.
+    using Scheduler = TileScheduler<kGemmType, kBlockM, kBlockN, kPairB ? 1 : kGroupN, 1>;
     constexpr bool kRank3 = Scheduler::kRank3Groups;
     // A tile's first output row in D's map (its group's rows for kRank3), the group (the
     // map's third coordinate) and the D base its direct row stores index from.
@@ -271,8 +280,8 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
 
     extern __shared__ uint8_t smem_raw[];
     const Layout smem(smem_raw);
-    gemm_kernel_setup<Layout, kStages, kNumMathWG * 4, 1>(smem, kNumMathThreads, tmap_a, tmap_b,
-                                                          kStagedD ? tmap_d : nullptr);
+    gemm_kernel_setup<Layout, kStages, kNumMathWG * 4, kCluster>(smem, kNumMathThreads, tmap_a, tmap_b,
+                                                                 kStagedD ? tmap_d : nullptr);
 
     if (threadIdx.x >= kNumMathThreads) {
         // ---- producer warpgroup: one thread keeps the ring full ----
@@ -306,7 +315,14 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
                         const int32_t k0 = static_cast<int32_t>((first_unit + kb) * kBlockK);
                         if constexpr (kRank3) ptx::tma_load_3d(smem.a(s), tmap_a, full, k0, a_y, a_z);
                         else load_tile<kMnMajorA, kBlockM>(smem.a(s), tmap_a, full, k0, m0, 0);
-                        load_tile<kMnMajorB, kBlockN>(smem.b(s), tmap_b, full, k0, b_row, b_k_row0);
+                        if constexpr (kPairB) {  // this CTA's half of B's rows, into both CTAs
+                            constexpr uint32_t kHalfRows = kBlockN / 2;
+                            const uint32_t rank = ptx::cluster_cta_rank();
+                            ptx::tma_load_2d_multicast(smem.b(s) + rank * kHalfRows * 128, tmap_b, full, k0,
+                                                       b_row + static_cast<int32_t>(rank * kHalfRows), 0b11);
+                        } else {
+                            load_tile<kMnMajorB, kBlockN>(smem.b(s), tmap_b, full, k0, b_row, b_k_row0);
+                        }
                     }
                 }
             }
@@ -354,13 +370,13 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
                 ptx::wgmma_commit();
                 if (kb > 0) {
                     ptx::wgmma_wait<1>();
-                    release_stage<1>(smem.empty(prev_stage), lane, true);
+                    release_stage<kCluster>(smem.empty(prev_stage), lane, true);
                 }
                 prev_stage = s;
             }
             ptx::wgmma_wait<0>();
             ptx::fence_operands(accum);
-            release_stage<1>(smem.empty(prev_stage), lane, true);
+            release_stage<kCluster>(smem.empty(prev_stage), lane, true);
         };
         while (next_tile(sched, tile, taken)) {
             const uint32_t m0 = sched.a_row(tile), n0 = tile.n_block * kBlockN;
@@ -416,6 +432,9 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
             if (threadIdx.x % 128 == 0) ptx::tma_store_wait<0>();
         }
     }
+    // Pair B: neither CTA leaves while the other may still multicast into it or arrive on
+    // its barriers.
+    if constexpr (kPairB) ptx::cluster_sync();
 }
 
 }  // namespace deep_gemm
