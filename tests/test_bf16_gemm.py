@@ -377,14 +377,15 @@ def test_kernels_compile_without_spills(tmp_path):
         "import deep_gemm\n"
         "cases = [(4096, 7168, 2048, 'nt', 'bf16', False), (4096, 7168, 2048, 'tn', 'fp32', True),\n"
         "         (4096, 7168, 2048, 'tn', 'bf16', True), (128, 2112, 7168, 'nn', 'bf16', False),\n"
-        "         (1, 24576, 1536, 'tt', 'fp32', False), (2112, 7168, 4096, 'nt', 'fp32', True)]\n"
+        "         (1, 24576, 1536, 'tt', 'fp32', False), (2112, 7168, 4096, 'nt', 'fp32', True),\n"
+        "         (128, 4096, 7168, 'nt', 'bf16', False)]\n"
         "for m, n, k, lay, out, c in cases:\n"
         "    print(torch.ops.deep_gemm.bf16_gemm_build(m, n, k, lay, out, c, 132, 'nk'))\n"
     )
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=1800)
     assert res.returncode == 0, res.stderr[-3000:]
     lines = res.stdout.strip().splitlines()
-    assert len(lines) == 6
+    assert len(lines) == 7 and lines[-1].split("\t")[0].endswith("_pb"), lines  # the last: CTA pairs
     for line in lines:
         name, path = line.split("\t")
         assert name.startswith("sm90_bf16_gemm_") and os.path.exists(path)
@@ -492,11 +493,12 @@ def test_developer_config_knobs_compute_correctly(knobs, shapes):
 def test_two_row_blocks_that_fill_the_gpu_once_share_b_in_pairs(tmp_path):
     """128 x 4096 x 7168 (128 tiles of 64 x 64 on 132 SMs): CTA pairs sharing B, 13 stages. Half
     the SMs (N = 2112), two waves (N = 7168), one row block (M = 64), short K, an fp32 D or an
-    MN-major B keep the ranking's choice."""
+    MN-major operand keep the ranking's choice."""
     res, names = _build_names([(128, 4096, 7168, "nt", "bf16", False), (100, 4000, 4096, "nt", "bf16", False),
                                (128, 2112, 7168, "nt", "bf16", False), (128, 7168, 16384, "nt", "bf16", False),
                                (64, 4096, 7168, "nt", "bf16", False), (128, 4096, 1024, "nt", "bf16", False),
-                               (128, 4096, 7168, "nt", "fp32", False), (128, 4096, 7168, "nn", "bf16", False)],
+                               (128, 4096, 7168, "nt", "fp32", False), (128, 4096, 7168, "nn", "bf16", False),
+                               (128, 4096, 7168, "tn", "bf16", False)],
                               {}, tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     assert names[0].endswith("_b64x64_s13_g1_pb") and names[1].endswith("_b64x64_s13_g1_pb"), names

@@ -135,16 +135,18 @@ def test_warmup_bf16_suite(tmp_path):
     assert kinds == ["mgc", "mgc", "mgm", "mgm"], grouped
     # einsum's per-head forms: the masked kernel, B K-major (bhr,hdr->bhd) and MN-major (bhd,hdr->bhr).
     assert sorted(line.split()[-2].split("_")[3:5] for line in heads) == [["nn", "mgm"], ["nt", "mgm"]], heads
-    split = {}
+    split, paired = {}, {}
     for line in dense:
         name, path = line.split()[-2:]
         m, n, k = (int(v) for v in line.split("bf16")[0].split("x"))
         assert name.startswith("sm90_bf16_gemm_nt_bf16_") and path.startswith(str(tmp_path)), line
         split[(m, n, k)] = name.endswith("_sk")
-    # M = 128 with N <= 7168 has too few output tiles for 132 SMs: its K loop is split over
-    # clusters; M = 4096 fills them whole.
-    assert split[(128, 2112, 7168)] and split[(128, 4096, 7168)], split
-    assert not any(s for (m, _, _), s in split.items() if m == 4096), split
+        paired[(m, n, k)] = name.endswith("_pb")
+    # M = 128 with N <= 7168 has too few output tiles of its best width for 132 SMs: 128 x 2112
+    # x 7168 splits its K loop over clusters; 128 x 4096 x 7168, whose 128 tiles of 64 x 64 fill
+    # them once, runs those in CTA pairs sharing B; M = 4096 fills them whole.
+    assert split[(128, 2112, 7168)] and paired[(128, 4096, 7168)], (split, paired)
+    assert not any(s or paired[key] for key, s in split.items() if key[0] == 4096), (split, paired)
 
 
 def test_warmup_indexer_and_hc_suites(tmp_path):

@@ -139,13 +139,14 @@ inline std::vector<Sm90Bf16GemmConfig> rank_sm90_bf16_gemm_configs(int m, int n,
 // 7168 (128 tiles on 132 SMs): 27.4 / 27.5 us against 28.6 / 28.6 for the split the ranking
 // picks (128 x 64 in 2), 29.4 / 29.1 unpaired at 13 stages, 31.4 / 31.5 at 8 stages. With half
 // the SMs (N = 2112) or two waves (N = 7168) the splits stay ahead, so this is taken only in
-// the band measured: long K (at least 32 K blocks), K-major B, a bf16 D through the staging
-// tile (docs/design-notes.md, "Small-M dense BF16").
-inline std::optional<Sm90Bf16GemmConfig> sm90_bf16_pair_b_config(int m, int n, int k, int num_sms, bool mn_major_b,
-                                                                 bool staged_d, int max_smem_bytes) {
+// the band measured and tested: long K (at least 32 K blocks), K-major A and B, a bf16 D
+// through the staging tile (docs/design-notes.md, "Small-M dense BF16").
+inline std::optional<Sm90Bf16GemmConfig> sm90_bf16_pair_b_config(int m, int n, int k, int num_sms, bool mn_major_a,
+                                                                 bool mn_major_b, bool staged_d, int max_smem_bytes) {
     constexpr int kTile = 64;
     const long tiles = 2L * sm90_ceil_div(n, kTile);
-    if (m <= 64 || m > 128 || mn_major_b || !staged_d || sm90_ceil_div(k, kSm90Bf16BlockK) < 32) return std::nullopt;
+    if (m <= 64 || m > 128 || mn_major_a || mn_major_b || !staged_d || sm90_ceil_div(k, kSm90Bf16BlockK) < 32)
+        return std::nullopt;
     if (tiles > num_sms || tiles * 10 < static_cast<long>(num_sms) * 9) return std::nullopt;
     Sm90Bf16GemmConfig c;
     c.block_m = c.block_n = kTile;
@@ -230,7 +231,8 @@ inline Sm90Bf16GemmConfig choose_sm90_bf16_split(const Sm90Bf16GemmConfig& unspl
                                                   max_smem_bytes, static_cast<int>(splits), 0, 128, with_c)) {
             const long tiles = static_cast<long>(sm90_ceil_div(std::max(m, 1), c.block_m)) * sm90_ceil_div(n, c.block_n);
             if (c.block_m % mult_m != 0 || c.block_n % mult_n != 0) continue;
-            if ((force_block_n && c.block_n != force_block_n) || (force_block_m && c.block_m != force_block_m)) continue;
+            if ((force_block_n && c.block_n != force_block_n) || (force_block_m && c.block_m != force_block_m))
+                continue;
             if (!force_splits &&
                 (tiles * splits > num_sms || tiles > sm90_bf16_resident_clusters(static_cast<int>(splits), num_sms)))
                 continue;

@@ -248,8 +248,8 @@ inline h::Sm90Bf16GemmConfig choose_bf16_config(const Bf16ConfigKey& key, int ma
     if (key.split_units_total == 0) return c;
     if (key.gemm_type == 0 && !key.batched_k && key.k_blocks_per_unit == 1 && 64 % key.mult_m == 0 &&
         64 % key.mult_n == 0) {
-      if (const auto pair = h::sm90_bf16_pair_b_config(key.m_for_config, key.n, key.k, key.num_sms, key.mn_major_b,
-                                                       c.staged_d, max_smem))
+      if (const auto pair = h::sm90_bf16_pair_b_config(key.m_for_config, key.n, key.k, key.num_sms, key.mn_major_a,
+                                                       key.mn_major_b, c.staged_d, max_smem))
         return *pair;
     }
     return h::choose_sm90_bf16_split(c, key.m_for_config, key.n, key.split_units_total, key.k_blocks_per_unit,
