@@ -43,6 +43,23 @@ constexpr int sm90_bf16_fit_stages(int block_m, int block_n, bool staged_d, int 
     return stages;
 }
 
+// A block_m x block_n tile of `stages` stages: its block sizes, threads (a math warpgroup per
+// 64 rows and the producer's) and shared memory; the caller sets its walk and grid.
+inline Sm90Bf16GemmConfig sm90_bf16_tile_config(int block_m, int block_n, int stages, bool staged_d, int num_sms) {
+    Sm90Bf16GemmConfig c;
+    c.block_m = block_m;
+    c.block_n = block_n;
+    c.block_k = kSm90Bf16BlockK;
+    c.staged_d = staged_d;
+    c.swizzle_d = staged_d ? sm90_epilogue_swizzle(block_n * 2) : 0;
+    c.num_sms = num_sms;
+    c.num_math_threads = block_m / 64 * 128;
+    c.num_threads = c.num_math_threads + 128;
+    c.stages = stages;
+    c.smem_bytes = sm90_bf16_smem_bytes(block_m, block_n, stages, staged_d);
+    return c;
+}
+
 inline double sm90_bf16_estimate_cycles(const Sm90Bf16GemmConfig& c, int m, int n, int k, int num_groups,
                                         int out_bytes) {
     const int num_m = sm90_ceil_div(m, c.block_m), num_n = sm90_ceil_div(n, c.block_n);
@@ -84,12 +101,17 @@ inline std::vector<Sm90Bf16GemmConfig> rank_sm90_bf16_gemm_configs(int m, int n,
             // Reading C keeps a second tile of values in registers beside the accumulators:
             // ptxas (CUDA 13.0) spilled 472 bytes at 128 x 256 (fp32 D), none at 192.
             if (with_c && bn > 192) continue;
-            Sm90Bf16GemmConfig c;
-            c.block_m = bm;
-            c.block_n = bn;
-            c.block_k = kSm90Bf16BlockK;
-            c.staged_d = staged_d;
-            c.swizzle_d = staged_d ? sm90_epilogue_swizzle(bn * 2) : 0;
+            int stages = sm90_bf16_fit_stages(bm, bn, staged_d, max_smem_bytes, kSm90Bf16RankStages);
+            if (stages < 2) continue;
+            // Tiles of a few K blocks, fewer than the stages: a multiple of them. Timed for
+            // 2 blocks only, on an H100 on 2026-12-07 (einsum bhd,hdr->bhr, B = 4096, H = 128,
+            // K = 128, N = 512; 128 x 256 tiles, two rounds each): 3 stages 272.1 / 270.7 us
+            // and 166.8 MB read from DRAM (ncu), 2 stages 265.2 / 265.5 us and 151.2 MB, A's
+            // 134 MB read once as cuBLAS reads it (the two CTAs of an m-block share A in L2).
+            // Why the third stage costs that sharing is not established.
+            const int k_blocks = sm90_ceil_div(std::max(k, 1), kSm90Bf16BlockK);
+            if (k_blocks >= 2 && k_blocks < stages) stages -= stages % k_blocks;
+            Sm90Bf16GemmConfig c = sm90_bf16_tile_config(bm, bn, stages, staged_d, num_sms);
             c.gemm_type = gemm_type;
             // Masked groups have a few m-blocks each, and each group reads its own B: with
             // 2-wide n-block groups the m-blocks that share a B tile run on neighbouring CTAs.
@@ -103,21 +125,6 @@ inline std::vector<Sm90Bf16GemmConfig> rank_sm90_bf16_gemm_configs(int m, int n,
             // slower (H200, 2026-12-04, DG_DEV_SM90_BF16_GROUP_N: 7168 x 16384 1189 / 1191 ->
             // 1166 us, 4096 x 7168 302.8 / 307.0 -> 297.3, 7168 x 2048 160.3 / 164.2 -> 158.2).
             if (gemm_type == 0) c.group_n = 8;
-            c.num_sms = num_sms;
-            c.num_math_threads = bm / 64 * 128;
-            c.num_threads = c.num_math_threads + 128;
-            int stages = sm90_bf16_fit_stages(bm, bn, staged_d, max_smem_bytes, kSm90Bf16RankStages);
-            if (stages < 2) continue;
-            // Tiles of a few K blocks, fewer than the stages: a multiple of them. Timed for
-            // 2 blocks only, on an H100 on 2026-12-07 (einsum bhd,hdr->bhr, B = 4096, H = 128,
-            // K = 128, N = 512; 128 x 256 tiles, two rounds each): 3 stages 272.1 / 270.7 us
-            // and 166.8 MB read from DRAM (ncu), 2 stages 265.2 / 265.5 us and 151.2 MB, A's
-            // 134 MB read once as cuBLAS reads it (the two CTAs of an m-block share A in L2).
-            // Why the third stage costs that sharing is not established.
-            const int k_blocks = sm90_ceil_div(std::max(k, 1), kSm90Bf16BlockK);
-            if (k_blocks >= 2 && k_blocks < stages) stages -= stages % k_blocks;
-            c.stages = stages;
-            c.smem_bytes = sm90_bf16_smem_bytes(bm, bn, stages, staged_d);
             const long tiles = static_cast<long>(sm90_ceil_div(std::max(m, 1), bm)) * sm90_ceil_div(n, bn) * num_groups;
             // Masked and psum tile counts live on the GPU: every SM runs.
             c.grid_x = gemm_type == 2 || gemm_type == 3 ? num_sms : sm90_persistent_grid(tiles, num_sms, 1, true);
@@ -148,18 +155,10 @@ inline std::optional<Sm90Bf16GemmConfig> sm90_bf16_pair_b_config(int m, int n, i
     if (m <= 64 || m > 128 || mn_major_a || mn_major_b || !staged_d || sm90_ceil_div(k, kSm90Bf16BlockK) < 32)
         return std::nullopt;
     if (tiles > num_sms || tiles * 10 < static_cast<long>(num_sms) * 9) return std::nullopt;
-    Sm90Bf16GemmConfig c;
-    c.block_m = c.block_n = kTile;
-    c.block_k = kSm90Bf16BlockK;
-    c.staged_d = true;
-    c.swizzle_d = sm90_epilogue_swizzle(kTile * 2);
+    const int stages = sm90_bf16_fit_stages(kTile, kTile, true, max_smem_bytes);
+    if (stages < 2) return std::nullopt;
+    Sm90Bf16GemmConfig c = sm90_bf16_tile_config(kTile, kTile, stages, true, num_sms);
     c.group_n = 1;  // m-blocks first: a pair's tiles t (even) and t + 1 share their n-block
-    c.num_sms = num_sms;
-    c.num_math_threads = 128;
-    c.num_threads = 256;
-    c.stages = sm90_bf16_fit_stages(kTile, kTile, true, max_smem_bytes);
-    if (c.stages < 2) return std::nullopt;
-    c.smem_bytes = sm90_bf16_smem_bytes(kTile, kTile, c.stages, true);
     c.cluster = 2;
     c.pair_b = true;
     c.grid_x = static_cast<int>(tiles);  // even, one tile per CTA
