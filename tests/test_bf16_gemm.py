@@ -438,6 +438,27 @@ def test_developer_config_knobs_pick_their_kernel(tmp_path):
                               {"DG_DEV_SM90_BF16_BLOCK_N": "128", "DG_DEV_SM90_BF16_SPLITS": "3"}, tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "_b128x128_" in names[0] and names[0].endswith("_sk"), names
+    # With SPLITS the stages knob sets the split tile's ring (64-row tiles in 3 splits, as
+    # cuBLAS runs 128 x 2112 x 7168).
+    res, names = _build_names([(128, 2112, 7168, "nt", "bf16", False)],
+                              {"DG_DEV_SM90_BF16_BLOCK_M": "64", "DG_DEV_SM90_BF16_BLOCK_N": "96",
+                               "DG_DEV_SM90_BF16_SPLITS": "3", "DG_DEV_SM90_BF16_STAGES": "11"}, tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert names[0].endswith("_b64x96_s11_g8_sk"), names
+
+
+@pytest.mark.parametrize("knobs,expected", [
+    ({"DG_DEV_SM90_BF16_BLOCK_M": "128", "DG_DEV_SM90_BF16_BLOCK_N": "128", "DG_DEV_SM90_BF16_SPLITS": "2",
+      "DG_DEV_SM90_BF16_STAGES": "12"},
+     "DG_DEV_SM90_BF16_STAGES=12 does not fit 128x128 split tiles (at most "),
+    ({"DG_DEV_SM90_BF16_BLOCK_M": "128", "DG_DEV_SM90_BF16_BLOCK_N": "192", "DG_DEV_SM90_BF16_SPLITS": "2",
+      "DG_DEV_SM90_BF16_STAGES": "2"},
+     "enough to park the FP32 tile"),
+    ({"DG_DEV_SM90_BF16_SPLITS": "2", "DG_DEV_SM90_BF16_PAIR_B": "1"}, "PAIR_B does not combine with SPLITS"),
+])
+def test_developer_split_knobs_refuse_what_they_cannot_build(knobs, expected, tmp_path):
+    res, _ = _build_names([(128, 4096, 7168, "nt", "bf16", False)], knobs, tmp_path)
+    assert res.returncode != 0 and expected in res.stderr, res.stderr[-2000:]
 
 
 @pytest.mark.parametrize("knob,value,expected", [("DG_DEV_SM90_BF16_STAGES", "17", "in [2, 16]"),
@@ -459,6 +480,8 @@ def test_developer_stages_knob_refuses_a_layout_that_does_not_fit(tmp_path):
     ({"DG_DEV_SM90_BF16_BLOCK_N": "256", "DG_DEV_SM90_BF16_STAGES": "4", "DG_DEV_SM90_BF16_DIRECT_D": "1"},
      [(300, 1000, 4096), (128, 4096, 7168)]),
     ({"DG_DEV_SM90_BF16_BLOCK_N": "128", "DG_DEV_SM90_BF16_SPLITS": "3"}, [(300, 1000, 4096), (128, 4096, 7168)]),
+    ({"DG_DEV_SM90_BF16_BLOCK_M": "64", "DG_DEV_SM90_BF16_BLOCK_N": "96", "DG_DEV_SM90_BF16_SPLITS": "3",
+      "DG_DEV_SM90_BF16_STAGES": "11"}, [(128, 2112, 7168), (100, 1000, 4096)]),
     # CTA pairs multicasting halves of B: an even number of m-blocks, ragged last ones.
     ({"DG_DEV_SM90_BF16_BLOCK_M": "64", "DG_DEV_SM90_BF16_BLOCK_N": "64", "DG_DEV_SM90_BF16_STAGES": "13",
       "DG_DEV_SM90_BF16_PAIR_B": "1"}, [(250, 1000, 4096), (128, 4096, 7168), (128, 2112, 64)]),

@@ -192,6 +192,19 @@ inline const Bf16DevKnobs& bf16_dev_knobs() {
   return k;
 }
 
+// DG_DEV_SM90_BF16_STAGES on a split configuration: a ring of that depth, if it fits and still
+// holds the FP32 tile the reduction parks in the stage memory.
+inline h::Sm90Bf16GemmConfig with_split_stages(h::Sm90Bf16GemmConfig c, int stages, int max_smem) {
+  const int fit = h::sm90_bf16_fit_stages(c.block_m, c.block_n, false, max_smem);
+  c.stages = stages;
+  if (stages > fit || !h::sm90_bf16_split_tile_ok(c))
+    throw std::runtime_error(deep_jit::detail::cat("deep_gemm: DG_DEV_SM90_BF16_STAGES=", stages, " does not fit ", c.block_m,
+                                                   "x", c.block_n, " split tiles (at most ", fit,
+                                                   ", and enough to park the FP32 tile)"));
+  c.smem_bytes = h::sm90_bf16_smem_bytes(c.block_m, c.block_n, c.stages, false);
+  return c;
+}
+
 inline h::Sm90Bf16GemmConfig choose_bf16_config(const Bf16ConfigKey& key, int max_smem) {
   if (key.ws_splits > 0) {  // split K over a workspace: one CTA per (tile, split)
     const int k = key.ws_split_units * key.k_blocks_per_unit * h::kSm90Bf16BlockK;
@@ -218,6 +231,8 @@ inline h::Sm90Bf16GemmConfig choose_bf16_config(const Bf16ConfigKey& key, int ma
                                                 max_smem, key.with_c, key.mult_m, key.mult_n, knobs.splits,
                                                 knobs.block_n, knobs.block_m);
       if (sc.splits != knobs.splits) throw std::runtime_error("deep_gemm: DG_DEV_SM90_BF16_SPLITS: no such split configuration");
+      if (knobs.pair_b) throw std::runtime_error("deep_gemm: DG_DEV_SM90_BF16_PAIR_B does not combine with SPLITS");
+      if (knobs.stages) return with_split_stages(sc, knobs.stages, max_smem);
       return sc;
     }
     if (knobs.any()) {
