@@ -454,7 +454,8 @@ def test_developer_config_knobs_pick_their_kernel(tmp_path):
     ({"DG_DEV_SM90_BF16_BLOCK_M": "128", "DG_DEV_SM90_BF16_BLOCK_N": "192", "DG_DEV_SM90_BF16_SPLITS": "2",
       "DG_DEV_SM90_BF16_STAGES": "2"},
      "enough to park the FP32 tile"),
-    ({"DG_DEV_SM90_BF16_SPLITS": "2", "DG_DEV_SM90_BF16_PAIR_B": "1"}, "PAIR_B does not combine with SPLITS"),
+    ({"DG_DEV_SM90_BF16_SPLITS": "2", "DG_DEV_SM90_BF16_PAIR_B": "1"}, "do not combine with SPLITS"),
+    ({"DG_DEV_SM90_BF16_SPLITS": "2", "DG_DEV_SM90_BF16_GROUP_N": "4"}, "do not combine with SPLITS"),
 ])
 def test_developer_split_knobs_refuse_what_they_cannot_build(knobs, expected, tmp_path):
     res, _ = _build_names([(128, 4096, 7168, "nt", "bf16", False)], knobs, tmp_path)

@@ -167,7 +167,9 @@ struct Bf16ConfigKey {
 // Developer knobs of the configuration (DG_DEV_SM90_BF16_{BLOCK_M,BLOCK_N,STAGES,DIRECT_D,
 // SPLITS,GROUP_N,PAIR_B}), for measuring configurations the ranking would not pick; unset (0):
 // the ranking's choice. Set, they apply to every BF16 GEMM but einsum's workspace split, and turn
-// split K off unless SPLITS (a cluster of that many CTAs per tile, dense GEMMs) says more than 1.
+// split K off unless SPLITS (a cluster of that many CTAs per tile, dense GEMMs) says more than 1;
+// with SPLITS, BLOCK_M, BLOCK_N and STAGES shape the split tile, and DIRECT_D, GROUP_N and
+// PAIR_B (nothing to act on: one tile per CTA, stored directly) are refused.
 // PAIR_B: CTA pairs on one n-block's two m-blocks multicast halves of B (dense, K-major B, an
 // even number of m-blocks; otherwise an error).
 struct Bf16DevKnobs {
@@ -231,7 +233,8 @@ inline h::Sm90Bf16GemmConfig choose_bf16_config(const Bf16ConfigKey& key, int ma
                                                 max_smem, key.with_c, key.mult_m, key.mult_n, knobs.splits,
                                                 knobs.block_n, knobs.block_m);
       if (sc.splits != knobs.splits) throw std::runtime_error("deep_gemm: DG_DEV_SM90_BF16_SPLITS: no such split configuration");
-      if (knobs.pair_b) throw std::runtime_error("deep_gemm: DG_DEV_SM90_BF16_PAIR_B does not combine with SPLITS");
+      if (knobs.pair_b || knobs.direct_d || knobs.group_n)
+        throw std::runtime_error("deep_gemm: DG_DEV_SM90_BF16_{PAIR_B,DIRECT_D,GROUP_N} do not combine with SPLITS");
       if (knobs.stages) return with_split_stages(sc, knobs.stages, max_smem);
       return sc;
     }
