@@ -83,6 +83,19 @@ inline double sm90_bf16_estimate_cycles(const Sm90Bf16GemmConfig& c, int m, int 
     return sm90_kernel_cycles(waves, tile, dram);
 }
 
+// The dense walk's group width for `n_blocks` n-blocks: 8, or, where 8-wide groups would leave
+// a narrower last group holding at least a quarter of the tiles, equal groups of at most 8.
+// Measured on an H100 on 2026-12-07 (DG_DEV_SM90_BF16_GROUP_N, two rounds): 4096 x 2112 x
+// 7168 (12 n-blocks of 176) 163.5 / 166.9 us at 8 (groups of 8 and 4), 160.5 / 160.4 at 6,
+// 162.4 / 162.5 at 4, 163.2 / 163.9 at 12; 4096 x 7168 x 2048 (28 n-blocks, the last group
+// of 4 a seventh of the tiles) 159.3 / 159.6 at 8, 160.4 / 160.6 at 7, so it keeps 8.
+constexpr int sm90_bf16_dense_group_n(int n_blocks) {
+    const int rest = n_blocks % 8;
+    if (rest == 0 || rest * 4 < n_blocks) return 8;
+    const int groups = (n_blocks + 7) / 8;
+    return (n_blocks + groups - 1) / groups;
+}
+
 // Every legal configuration for `num_groups` problems of m x n x k on `num_sms` SMs, best
 // first. mn_major_b: B's tile is loaded in 64-column chunks (block_n a multiple of 64).
 // staged_d: a bf16 D without C (a staging tile in shared memory). gemm_type / align_m: the
@@ -124,7 +137,7 @@ inline std::vector<Sm90Bf16GemmConfig> rank_sm90_bf16_gemm_configs(int m, int n,
             // measured 0.5-2% faster than 16 at M = 4096 on every N, K of the bf16 suite, 32
             // slower (H200, 2026-12-04, DG_DEV_SM90_BF16_GROUP_N: 7168 x 16384 1189 / 1191 ->
             // 1166 us, 4096 x 7168 302.8 / 307.0 -> 297.3, 7168 x 2048 160.3 / 164.2 -> 158.2).
-            if (gemm_type == 0) c.group_n = 8;
+            if (gemm_type == 0) c.group_n = sm90_bf16_dense_group_n(sm90_ceil_div(n, bn));
             const long tiles = static_cast<long>(sm90_ceil_div(std::max(m, 1), bm)) * sm90_ceil_div(n, bn) * num_groups;
             // Masked and psum tile counts live on the GPU: every SM runs.
             c.grid_x = gemm_type == 2 || gemm_type == 3 ? num_sms : sm90_persistent_grid(tiles, num_sms, 1, true);
