@@ -152,6 +152,16 @@ inline std::vector<Sm90Bf16GemmConfig> rank_sm90_bf16_gemm_configs(int m, int n,
     return out;
 }
 
+// A dense configuration as CTA pairs sharing B (the kernel's kPairB; an even number of
+// m-blocks is the caller's to check): clusters of 2 on an even grid, tiles numbered m-blocks
+// first so that a pair's tiles t (even) and t + 1 share their n-block.
+inline void sm90_bf16_pair_up(Sm90Bf16GemmConfig& c) {
+    c.pair_b = true;
+    c.cluster = 2;
+    c.group_n = 1;
+    c.grid_x -= c.grid_x % 2;
+}
+
 // CTA pairs sharing B (the kernel's kPairB) for a dense GEMM of two 64-row blocks (64 < M <=
 // 128) whose 64 x 64 tiles fill the SMs in one wave (at least 90% of them, at most all): 64 x
 // 64 tiles, the deepest ring that fits, the two m-blocks of each n-block on a cluster of 2, each
@@ -171,10 +181,8 @@ inline std::optional<Sm90Bf16GemmConfig> sm90_bf16_pair_b_config(int m, int n, i
     const int stages = sm90_bf16_fit_stages(kTile, kTile, true, max_smem_bytes);
     if (stages < 2) return std::nullopt;
     Sm90Bf16GemmConfig c = sm90_bf16_tile_config(kTile, kTile, stages, true, num_sms);
-    c.group_n = 1;  // m-blocks first: a pair's tiles t (even) and t + 1 share their n-block
-    c.cluster = 2;
-    c.pair_b = true;
-    c.grid_x = static_cast<int>(tiles);  // even, one tile per CTA
+    c.grid_x = static_cast<int>(tiles);  // one tile per CTA
+    sm90_bf16_pair_up(c);
     return c;
 }
 

@@ -256,10 +256,7 @@ inline h::Sm90Bf16GemmConfig choose_bf16_config(const Bf16ConfigKey& key, int ma
           throw std::runtime_error(deep_jit::detail::cat(
               "deep_gemm: DG_DEV_SM90_BF16_PAIR_B needs a dense GEMM with a K-major B and an even number of ",
               c.block_m, "-row blocks (M = ", key.m_for_config, ")"));
-        c.pair_b = true;
-        c.cluster = 2;
-        c.group_n = 1;
-        c.grid_x -= c.grid_x % 2;
+        h::sm90_bf16_pair_up(c);
       }
       return c;
     }
