@@ -545,9 +545,10 @@ def test_pair_b_knob_builds_pairs_and_refuses_an_odd_count_of_m_blocks(tmp_path)
 @pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc to compile")
 def test_bf16_kernels_scheduler_group_widths(tmp_path):
     """The masked form numbers its tiles in groups of 2 n-blocks (the m-blocks sharing a B tile
-    on neighbouring CTAs); the contiguous form keeps groups of 16, the dense GEMM 8, or equal
-    groups where 8 would leave a narrow last group with a quarter of the tiles or more (12
-    n-blocks of 176 at N = 2112: two groups of 6; 28 of 256 at N = 7168 keep 8)."""
+    on neighbouring CTAs); the dense GEMM and the contiguous form (M_sum walked like one tall
+    GEMM) take 8, or equal groups where 8 would leave a narrow last group with a quarter of the
+    tiles or more (12 n-blocks of 176 at N = 2112: two groups of 6; 28 of 256 at N = 7168 keep
+    8)."""
     import os
     import subprocess
     import sys
@@ -556,14 +557,16 @@ def test_bf16_kernels_scheduler_group_widths(tmp_path):
             "b = torch.ops.deep_gemm.m_grouped_bf16_gemm_build\n"
             "print(b('masked', 4096, 4096, 7168, 32, 192, 132, 'nk', False).split()[0])\n"
             "print(b('contiguous', 32768, 4096, 7168, 4, 0, 132, 'nk', False).split()[0])\n"
+            "print(b('contiguous', 33712, 7168, 2048, 8, 0, 132, 'nk', False).split()[0])\n"
             "for n in (4096, 2112, 7168):\n"
             "    print(torch.ops.deep_gemm.bf16_gemm_build(4096, n, 7168, 'nt', 'bf16', False, 132, 'nk').split()[0])\n")
     res = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path)),
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
-    masked, contiguous, dense, dense_2112, dense_7168 = res.stdout.split()
+    masked, contiguous, contiguous_7168, dense, dense_2112, dense_7168 = res.stdout.split()
     assert "_mgm_" in masked and masked.endswith("_g2"), masked
-    assert "_mgc_" in contiguous and contiguous.endswith("_g16"), contiguous
+    assert "_mgc_" in contiguous and contiguous.endswith("_b128x256_s3_g8"), contiguous
+    assert "_mgc_" in contiguous_7168 and contiguous_7168.endswith("_g8"), contiguous_7168
     assert dense.startswith("sm90_bf16_gemm_nt_bf16_") and dense.endswith("_g8"), dense
     assert dense_2112.endswith("_b128x176_s4_g6"), dense_2112
     assert dense_7168.endswith("_b128x256_s3_g8"), dense_7168

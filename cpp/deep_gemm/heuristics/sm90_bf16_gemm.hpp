@@ -83,13 +83,20 @@ inline double sm90_bf16_estimate_cycles(const Sm90Bf16GemmConfig& c, int m, int 
     return sm90_kernel_cycles(waves, tile, dram);
 }
 
-// The dense walk's group width for `n_blocks` n-blocks: 8, or, where 8-wide groups would leave
-// a narrower last group holding at least a quarter of the tiles, equal groups of at most 8.
-// Measured on an H100 on 2026-12-07 (DG_DEV_SM90_BF16_GROUP_N, two rounds): 4096 x 2112 x
-// 7168 (12 n-blocks of 176) 163.5 / 166.9 us at 8 (groups of 8 and 4), 160.5 / 160.4 at 6,
-// 162.4 / 162.5 at 4, 163.2 / 163.9 at 12; 4096 x 7168 x 2048 (28 n-blocks, the last group
-// of 4 a seventh of the tiles) 159.3 / 159.6 at 8, 160.4 / 160.6 at 7, so it keeps 8.
-constexpr int sm90_bf16_dense_group_n(int n_blocks) {
+// The walk's group width for `n_blocks` n-blocks (dense GEMMs and the contiguous layouts, which
+// walk M_sum like one tall GEMM): 8, or, where 8-wide groups would leave a narrower last group
+// holding at least a quarter of the tiles, equal groups of at most 8. Measured on an H100 on
+// 2026-12-07 (DG_DEV_SM90_BF16_GROUP_N, two rounds): 4096 x 2112 x 7168 (12 n-blocks of 176)
+// 163.5 / 166.9 us at 8 (groups of 8 and 4), 160.5 / 160.4 at 6, 162.4 / 162.5 at 4, 163.2 /
+// 163.9 at 12; 4096 x 7168 x 2048 (28 n-blocks, the last group of 4 a seventh of the tiles)
+// 159.3 / 159.6 at 8, 160.4 / 160.6 at 7, so it keeps 8. Contiguous, same GPU and day (128 x
+// 256 tiles): 4 x ~8192 x 4096 x 7168 2833 / 2822 us at 16, 2631 / 2659 at 8, 2553 / 2554 at
+// 4, 2847 / 2839 at 32; 8 x ~4096 x 7168 x 2048 1370 / 1380 at 16, 1323 / 1331 at 8, 1328 /
+// 1337 at 4, 1479 / 1501 at 32; 2 x 8192 x 4096 x 7168 1295 at 16, 1223 at 8, 1226 at 4.
+// Likely why: a wave of ~128 tiles 8 n-blocks wide spans as many A rows as B rows (16 m-blocks
+// of 128, 8 n-blocks of 256), the fewest rows a wave reads; 16 wide, each wave of the
+// contiguous rows reads its group's whole B (59 MB at N 4096, K 7168: more than L2 holds).
+constexpr int sm90_bf16_walk_group_n(int n_blocks) {
     const int rest = n_blocks % 8;
     if (rest == 0 || rest * 4 < n_blocks) return 8;
     const int groups = (n_blocks + 7) / 8;
@@ -130,14 +137,15 @@ inline std::vector<Sm90Bf16GemmConfig> rank_sm90_bf16_gemm_configs(int m, int n,
             // 2-wide n-block groups the m-blocks that share a B tile run on neighbouring CTAs.
             // H200, 2026-12-03 (DG_DEV_SM90_BF16_GROUP_N, two rounds): masked 32 x ~192 x 4096
             // x 7168 826.6 / 807.0 -> 692.5 us at 2 (688.9 / 692.4 at 1), 6 x ~1024 x 7168 x
-            // 3072 413.7 / 416.0 -> 403.9; the contiguous rows were as fast or slower (1328-1352
-            // -> 1439 us at 8 x ~4096 x 7168 x 2048), so they keep 16.
+            // 3072 413.7 / 416.0 -> 403.9; the contiguous rows were as fast or slower at 2
+            // (1328-1352 -> 1439 us at 8 x ~4096 x 7168 x 2048).
             if (gemm_type == 2) c.group_n = 2;
-            // Dense: 8-wide groups (the ~132 tiles in flight cover ~16 m-blocks x 8 n-blocks)
-            // measured 0.5-2% faster than 16 at M = 4096 on every N, K of the bf16 suite, 32
-            // slower (H200, 2026-12-04, DG_DEV_SM90_BF16_GROUP_N: 7168 x 16384 1189 / 1191 ->
-            // 1166 us, 4096 x 7168 302.8 / 307.0 -> 297.3, 7168 x 2048 160.3 / 164.2 -> 158.2).
-            if (gemm_type == 0) c.group_n = sm90_bf16_dense_group_n(sm90_ceil_div(n, bn));
+            // Dense and contiguous: 8-wide groups (the ~132 tiles in flight cover ~16 m-blocks
+            // x 8 n-blocks) measured 0.5-2% faster than 16 at M = 4096 on every N, K of the
+            // bf16 suite, 32 slower (H200, 2026-12-04, DG_DEV_SM90_BF16_GROUP_N: 7168 x 16384
+            // 1189 / 1191 -> 1166 us, 4096 x 7168 302.8 / 307.0 -> 297.3, 7168 x 2048 160.3 /
+            // 164.2 -> 158.2); contiguous: see sm90_bf16_walk_group_n.
+            if (gemm_type != 2) c.group_n = sm90_bf16_walk_group_n(sm90_ceil_div(n, bn));
             const long tiles = static_cast<long>(sm90_ceil_div(std::max(m, 1), bm)) * sm90_ceil_div(n, bn) * num_groups;
             // Masked and psum tile counts live on the GPU: every SM runs.
             c.grid_x = gemm_type == 2 || gemm_type == 3 ? num_sms : sm90_persistent_grid(tiles, num_sms, 1, true);
