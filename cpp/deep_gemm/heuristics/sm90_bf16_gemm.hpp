@@ -26,6 +26,7 @@ struct Sm90Bf16GemmConfig : Sm90GemmConfig {
     int splits = 1;         // split K: CTAs per tile (a cluster, or clusters of 1 with a workspace)
     int split_units = 0;    // split K: units (K blocks, or batches) per split
     bool pair_b = false;    // clusters of 2 on one n-block's two m-blocks, B multicast (kPairB)
+    bool evict_first_b = false;  // B's loads evicted first from L2 (kEvictFirstB)
 };
 
 // Mirrors sm90_bf16::SmemLayout<...>::kDynamicBytes (tests/test_smem_layout_mirror.py).
@@ -158,6 +159,15 @@ inline std::vector<Sm90Bf16GemmConfig> rank_sm90_bf16_gemm_configs(int m, int n,
         return a.est_cycles < b.est_cycles;
     });
     return out;
+}
+
+// Whether a dense GEMM's B is loaded under L2's evict-first policy (the kernel's kEvictFirstB):
+// where one m-block spans M (a split or paired configuration counts its tiles' rows), each B
+// element is read once, and evicting those lines first keeps A (read by every n-block) and
+// lines still to be written back in L2.
+inline bool sm90_bf16_b_read_once(const Sm90Bf16GemmConfig& c, int m, bool batched_k) {
+    const int rows = c.pair_b ? 2 * c.block_m : c.block_m;
+    return c.gemm_type == 0 && !batched_k && m <= rows;
 }
 
 // A dense configuration as CTA pairs sharing B (the kernel's kPairB; an even number of

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,7 @@ struct Sm90Bf16KernelSpec {
   bool batched_k = false, split_k = false;
   bool direct_d = false;  // a dense bf16 D stored from registers (no staging tile)
   bool pair_b = false;    // CTA pairs multicasting halves of B (the kernel's kPairB)
+  bool evict_first_b = false;  // B loaded under L2's evict-first policy (kEvictFirstB)
   int smem_bytes = 0;
 };
 
@@ -84,7 +86,8 @@ inline std::string sm90_bf16_kernel_name(const Sm90Bf16KernelSpec& s) {
   return "sm90_bf16_gemm_" + layout + tags[s.gemm_type >= 0 && s.gemm_type <= 3 ? s.gemm_type : 0] +
          (s.fp32_out ? "_f32" : "_bf16") + (s.with_c ? "_c" : "") + "_m" + u(s.compiled_m) + "n" + u(s.compiled_n) + "k" +
          u(s.compiled_k) + "_b" + u(s.block_m) + "x" + u(s.block_n) + "_s" + u(s.stages) + "_g" + u(s.group_n) +
-         (s.batched_k ? "_bk" : "") + (s.split_k ? "_sk" : "") + (s.direct_d ? "_dd" : "") + (s.pair_b ? "_pb" : "");
+         (s.batched_k ? "_bk" : "") + (s.split_k ? "_sk" : "") + (s.direct_d ? "_dd" : "") + (s.pair_b ? "_pb" : "") +
+         (s.evict_first_b ? "_efb" : "");
 }
 
 inline std::string sm90_bf16_kernel_source(const Sm90Bf16KernelSpec& s) {
@@ -102,6 +105,7 @@ inline std::string sm90_bf16_kernel_source(const Sm90Bf16KernelSpec& s) {
   t.trailing_bool(s.split_k, false);
   t.trailing_bool(s.direct_d, false);
   t.trailing_bool(s.pair_b, false);
+  t.trailing_bool(s.evict_first_b, false);
   std::string code = smem_bytes_define(s.smem_bytes);
   code += "#include <deep_gemm/impls/sm90_bf16_gemm.cuh>\n\n";
   code += "extern \"C\" __global__ void __launch_bounds__(384, 1)\n";
@@ -171,9 +175,12 @@ struct Bf16ConfigKey {
 // with SPLITS, BLOCK_M, BLOCK_N and STAGES shape the split tile, and DIRECT_D, GROUP_N and
 // PAIR_B (nothing to act on: one tile per CTA, stored directly) are refused.
 // PAIR_B: CTA pairs on one n-block's two m-blocks multicast halves of B (dense, K-major B, an
-// even number of m-blocks; otherwise an error).
+// even number of m-blocks; otherwise an error). EVICT_FIRST_B (0 or 1) overrides whether a
+// dense GEMM loads B under L2's evict-first policy (heuristics::sm90_bf16_b_read_once), and
+// leaves the rest of the choice alone.
 struct Bf16DevKnobs {
   int block_m = 0, block_n = 0, stages = 0, splits = 0, group_n = 0;
+  int evict_first_b = -1;  // -1: unset
   bool direct_d = false, pair_b = false;
   bool any() const { return block_m || block_n || stages || direct_d || splits || group_n || pair_b; }
 };
@@ -189,6 +196,8 @@ inline const Bf16DevKnobs& bf16_dev_knobs() {
     v.pair_b = env_bool_knob("DG_DEV_SM90_BF16_PAIR_B", false);
     v.splits = env_int_knob("DG_DEV_SM90_BF16_SPLITS", [](int x) { return x >= 0 && x <= 8; }, "in [0, 8]");
     v.group_n = env_int_knob("DG_DEV_SM90_BF16_GROUP_N", [](int x) { return x >= 0 && x <= 64; }, "in [1, 64]");
+    if (const char* e = std::getenv("DG_DEV_SM90_BF16_EVICT_FIRST_B"); e && *e)
+      v.evict_first_b = env_bool_knob("DG_DEV_SM90_BF16_EVICT_FIRST_B", false) ? 1 : 0;
     return v;
   }();
   return k;
@@ -279,7 +288,10 @@ inline h::Sm90Bf16GemmConfig choose_bf16_config(const Bf16ConfigKey& key, int ma
 }  // namespace detail
 
 inline Plan<h::Sm90Bf16GemmConfig> plan_sm90_bf16_gemm(const detail::Bf16ConfigKey& key, int max_smem) {
-  const auto cfg = detail::choose_bf16_config(key, max_smem);
+  auto cfg = detail::choose_bf16_config(key, max_smem);
+  const int evict_knob = detail::bf16_dev_knobs().evict_first_b;
+  cfg.evict_first_b = evict_knob >= 0 ? evict_knob == 1 && cfg.gemm_type == 0 && !key.batched_k
+                                      : h::sm90_bf16_b_read_once(cfg, key.m_for_config, key.batched_k);
   Sm90Bf16KernelSpec s;
   s.compiled_m = static_cast<uint32_t>(key.compiled_m);
   s.compiled_n = static_cast<uint32_t>(key.compiled_n);
@@ -297,6 +309,7 @@ inline Plan<h::Sm90Bf16GemmConfig> plan_sm90_bf16_gemm(const detail::Bf16ConfigK
   s.split_k = cfg.splits > 1;
   s.direct_d = !key.fp32_out && !key.with_c && !cfg.staged_d && cfg.splits <= 1;
   s.pair_b = cfg.pair_b;
+  s.evict_first_b = cfg.evict_first_b;
   s.smem_bytes = cfg.smem_bytes;
   const std::string name = sm90_bf16_kernel_name(s);
   return {cfg, JitContext::get().source(name, sm90_bf16_kernel_source(s), name)};

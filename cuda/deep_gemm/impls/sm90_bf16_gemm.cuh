@@ -82,16 +82,18 @@ constexpr uint32_t kKStepBytes = kMnMajor ? kWgmmaK * 128 : kWgmmaK * 2;
 // The TMA loads of one operand tile (rows [row0, row0 + kRows) of the operand, K from k0):
 // K-major: one box of 64 K x kRows; MN-major: kRows / 64 boxes of 64 columns x 64 K rows.
 // `k_row0` offsets the K coordinate of an MN-major operand (m-grouped B: group * K).
-template <bool kMnMajor, uint32_t kRows>
+// kEvictFirst: under the L2 policy `policy` (ptx::l2_evict_first).
+template <bool kMnMajor, uint32_t kRows, bool kEvictFirst = false>
 __device__ __forceinline__ void load_tile(uint8_t* dst, const CUtensorMap* map, uint64_t* full, int32_t k0,
-                                          int32_t row0, int32_t k_row0) {
+                                          int32_t row0, int32_t k_row0, uint64_t policy = 0) {
     if constexpr (kMnMajor) {
         static_assert(kRows % 64 == 0, "MN-major tiles are whole 64-column chunks");
 #pragma unroll
         for (uint32_t c = 0; c < kRows / 64; ++c)
-            ptx::tma_load_2d(dst + c * kChunkBytes, map, full, row0 + static_cast<int32_t>(c * 64), k_row0 + k0);
+            ptx::tma_load_2d<kEvictFirst>(dst + c * kChunkBytes, map, full, row0 + static_cast<int32_t>(c * 64),
+                                          k_row0 + k0, policy);
     } else {
-        ptx::tma_load_2d(dst, map, full, k0, row0);
+        ptx::tma_load_2d<kEvictFirst>(dst, map, full, k0, row0, policy);
     }
 }
 
@@ -182,10 +184,13 @@ struct DRows {
 // (tiles numbered m-blocks first, an even count of m-blocks, an even grid), each loading half
 // of the B tile's rows and multicasting it to both; a stage is refilled once the math warps
 // of both CTAs released it. B's tensor map box is kBlockN / 2 rows.
+// kEvictFirstB (dense, split K or one m-block: B read once): B's loads are the first lines L2
+// evicts, so streaming the weights does not push out other data (A, which every n-block
+// reads, or lines still to be written back).
 template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
           uint32_t kStages, uint32_t kGroupN, bool kMnMajorA, bool kMnMajorB, typename OutT, bool kWithC,
           GemmType kGemmType = GemmType::kNormal, bool kBatchedK = false, bool kSplitK = false,
-          bool kDirectD = false, bool kPairB = false>
+          bool kDirectD = false, bool kPairB = false, bool kEvictFirstB = false>
 __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t shape_n, uint32_t shape_k,
                                                     const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
                                                     const CUtensorMap* tmap_d, OutT* d, const OutT* c,
@@ -213,6 +218,7 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
     constexpr bool kStagedD = kBf16Out && !kWithC && !kSplitK && !kDirectD;
     static_assert(!kPairB || (kGemmType == GemmType::kNormal && !kBatchedK && !kSplitK && !kMnMajorB),
                   "pair B: a dense GEMM, K-major B, not split");
+    static_assert(!kEvictFirstB || (kGemmType == GemmType::kNormal && !kBatchedK), "evict-first B: a dense GEMM");
     constexpr uint32_t kCluster = kPairB ? 2 : 1;
     using Layout = SmemLayout<kBlockM, kBlockN, kStages, kStagedD ? kBlockM * kBlockN * 2 : 0>;
     static_assert(launch_smem_fits<Layout>(), "the launch allocates less shared memory than this layout");
@@ -289,6 +295,7 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
         if (threadIdx.x == kNumMathThreads) {
             Scheduler sched(m, n, grouped_layout, num_groups, align_m);
             PipeState<kStages> pipe;
+            const uint64_t b_policy = kEvictFirstB ? ptx::l2_evict_first() : 0;
             TileInfo tile{};
             bool taken = false;
             while (next_tile(sched, tile, taken)) {
@@ -318,10 +325,12 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
                         if constexpr (kPairB) {  // this CTA's half of B's rows, into both CTAs
                             constexpr uint32_t kHalfRows = kBlockN / 2;
                             const uint32_t rank = ptx::cluster_cta_rank();
-                            ptx::tma_load_2d_multicast(smem.b(s) + rank * kHalfRows * 128, tmap_b, full, k0,
-                                                       b_row + static_cast<int32_t>(rank * kHalfRows), 0b11);
+                            ptx::tma_load_2d_multicast<kEvictFirstB>(smem.b(s) + rank * kHalfRows * 128, tmap_b, full,
+                                                                     k0, b_row + static_cast<int32_t>(rank * kHalfRows),
+                                                                     0b11, b_policy);
                         } else {
-                            load_tile<kMnMajorB, kBlockN>(smem.b(s), tmap_b, full, k0, b_row, b_k_row0);
+                            load_tile<kMnMajorB, kBlockN, kEvictFirstB>(smem.b(s), tmap_b, full, k0, b_row, b_k_row0,
+                                                                        b_policy);
                         }
                     }
                 }
