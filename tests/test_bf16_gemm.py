@@ -385,7 +385,7 @@ def test_kernels_compile_without_spills(tmp_path):
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=1800)
     assert res.returncode == 0, res.stderr[-3000:]
     lines = res.stdout.strip().splitlines()
-    assert len(lines) == 7 and lines[-1].split("\t")[0].endswith("_pb"), lines  # the last: CTA pairs
+    assert len(lines) == 7 and lines[-1].split("\t")[0].endswith("_pb_efb"), lines  # the last: CTA pairs
     for line in lines:
         name, path = line.split("\t")
         assert name.startswith("sm90_bf16_gemm_") and os.path.exists(path)
@@ -437,7 +437,7 @@ def test_developer_config_knobs_pick_their_kernel(tmp_path):
     res, names = _build_names([(128, 4096, 7168, "nt", "bf16", False)],
                               {"DG_DEV_SM90_BF16_BLOCK_N": "128", "DG_DEV_SM90_BF16_SPLITS": "3"}, tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert "_b128x128_" in names[0] and names[0].endswith("_sk"), names
+    assert "_b128x128_" in names[0] and names[0].endswith("_sk_efb"), names
     # With SPLITS the stages knob sets the split tile's ring (64-row tiles in 3 splits, as
     # cuBLAS runs 128 x 2112 x 7168).
     res, names = _build_names([(128, 2112, 7168, "nt", "bf16", False)],
@@ -525,8 +525,8 @@ def test_two_row_blocks_that_fill_the_gpu_once_share_b_in_pairs(tmp_path):
                                (128, 4096, 7168, "tn", "bf16", False)],
                               {}, tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert names[0].endswith("_b64x64_s13_g1_pb") and names[1].endswith("_b64x64_s13_g1_pb"), names
-    assert not any(name.endswith("_pb") for name in names[2:]), names
+    assert names[0].endswith("_b64x64_s13_g1_pb_efb") and names[1].endswith("_b64x64_s13_g1_pb_efb"), names
+    assert not any("_pb" in name for name in names[2:]), names
 
 
 @pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc to compile")
@@ -536,10 +536,34 @@ def test_pair_b_knob_builds_pairs_and_refuses_an_odd_count_of_m_blocks(tmp_path)
     knobs = {"DG_DEV_SM90_BF16_BLOCK_M": "64", "DG_DEV_SM90_BF16_BLOCK_N": "64", "DG_DEV_SM90_BF16_PAIR_B": "1"}
     res, names = _build_names([(128, 4096, 7168, "nt", "bf16", False)], knobs, tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert names[0].endswith("_b64x64_s8_g1_pb"), names
+    assert names[0].endswith("_b64x64_s8_g1_pb_efb"), names
     for shape in [(192, 4096, 7168, "nt", "bf16", False), (128, 4096, 7168, "nn", "bf16", False)]:
         res, _ = _build_names([shape], knobs, tmp_path)
         assert res.returncode != 0 and "DG_DEV_SM90_BF16_PAIR_B needs" in res.stderr, res.stderr[-2000:]
+
+
+@pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc to compile")
+def test_b_read_once_loads_under_evict_first(tmp_path):
+    """Where one m-block spans M (split, paired or a single row of tiles), B is read once and
+    its loads take L2's evict-first policy (suffix _efb); M = 4096 reads each B tile once per
+    m-block and keeps the default policy, as does einsum's batched K. The knob overrides the
+    choice both ways."""
+    shapes = [(128, 2112, 7168, "nt", "bf16", False), (128, 4096, 7168, "nt", "bf16", False),
+              (128, 24576, 1536, "nt", "bf16", False), (1, 2112, 7168, "tn", "fp32", True),
+              (4096, 4096, 7168, "nt", "bf16", False), (256, 2112, 7168, "nt", "bf16", False)]
+    res, names = _build_names(shapes, {}, tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert names[0].endswith("_sk_efb") and names[1].endswith("_pb_efb"), names
+    assert names[2].endswith("_efb") and names[3].endswith("_efb"), names
+    assert not names[4].endswith("_efb") and not names[5].endswith("_efb"), names
+    res, off = _build_names(shapes[:2], {"DG_DEV_SM90_BF16_EVICT_FIRST_B": "0"}, tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert off == [name.removesuffix("_efb") for name in names[:2]], (off, names)
+    res, on = _build_names(shapes[4:5], {"DG_DEV_SM90_BF16_EVICT_FIRST_B": "1"}, tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert on == [names[4] + "_efb"], (on, names)
+    res, _ = _build_names(shapes[4:5], {"DG_DEV_SM90_BF16_EVICT_FIRST_B": "2"}, tmp_path)
+    assert res.returncode != 0 and "DG_DEV_SM90_BF16_EVICT_FIRST_B must be 0 or 1" in res.stderr, res.stderr[-2000:]
 
 
 @pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc to compile")

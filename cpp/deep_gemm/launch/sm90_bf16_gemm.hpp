@@ -175,9 +175,9 @@ struct Bf16ConfigKey {
 // with SPLITS, BLOCK_M, BLOCK_N and STAGES shape the split tile, and DIRECT_D, GROUP_N and
 // PAIR_B (nothing to act on: one tile per CTA, stored directly) are refused.
 // PAIR_B: CTA pairs on one n-block's two m-blocks multicast halves of B (dense, K-major B, an
-// even number of m-blocks; otherwise an error). EVICT_FIRST_B (0 or 1) overrides whether a
-// dense GEMM loads B under L2's evict-first policy (heuristics::sm90_bf16_b_read_once), and
-// leaves the rest of the choice alone.
+// even number of m-blocks; otherwise an error). EVICT_FIRST_B (0 or 1) overrides whether B is
+// loaded under L2's evict-first policy (heuristics::sm90_bf16_b_read_once; every form but
+// einsum's batched K), and leaves the rest of the choice alone.
 struct Bf16DevKnobs {
   int block_m = 0, block_n = 0, stages = 0, splits = 0, group_n = 0;
   int evict_first_b = -1;  // -1: unset
@@ -290,7 +290,7 @@ inline h::Sm90Bf16GemmConfig choose_bf16_config(const Bf16ConfigKey& key, int ma
 inline Plan<h::Sm90Bf16GemmConfig> plan_sm90_bf16_gemm(const detail::Bf16ConfigKey& key, int max_smem) {
   auto cfg = detail::choose_bf16_config(key, max_smem);
   const int evict_knob = detail::bf16_dev_knobs().evict_first_b;
-  cfg.evict_first_b = evict_knob >= 0 ? evict_knob == 1 && cfg.gemm_type == 0 && !key.batched_k
+  cfg.evict_first_b = evict_knob >= 0 ? evict_knob == 1 && !key.batched_k
                                       : h::sm90_bf16_b_read_once(cfg, key.m_for_config, key.batched_k);
   Sm90Bf16KernelSpec s;
   s.compiled_m = static_cast<uint32_t>(key.compiled_m);

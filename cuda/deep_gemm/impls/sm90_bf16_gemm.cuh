@@ -184,9 +184,9 @@ struct DRows {
 // (tiles numbered m-blocks first, an even count of m-blocks, an even grid), each loading half
 // of the B tile's rows and multicasting it to both; a stage is refilled once the math warps
 // of both CTAs released it. B's tensor map box is kBlockN / 2 rows.
-// kEvictFirstB (dense, split K or one m-block: B read once): B's loads are the first lines L2
-// evicts, so streaming the weights does not push out other data (A, which every n-block
-// reads, or lines still to be written back).
+// kEvictFirstB (where B is read once: a dense GEMM whose one m-block spans M): B's loads are
+// the first lines L2 evicts, so streaming the weights does not push out other data (A, which
+// every n-block reads, or lines still to be written back). Not with batched K.
 template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
           uint32_t kStages, uint32_t kGroupN, bool kMnMajorA, bool kMnMajorB, typename OutT, bool kWithC,
           GemmType kGemmType = GemmType::kNormal, bool kBatchedK = false, bool kSplitK = false,
@@ -218,7 +218,7 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
     constexpr bool kStagedD = kBf16Out && !kWithC && !kSplitK && !kDirectD;
     static_assert(!kPairB || (kGemmType == GemmType::kNormal && !kBatchedK && !kSplitK && !kMnMajorB),
                   "pair B: a dense GEMM, K-major B, not split");
-    static_assert(!kEvictFirstB || (kGemmType == GemmType::kNormal && !kBatchedK), "evict-first B: a dense GEMM");
+    static_assert(!kEvictFirstB || !kBatchedK, "evict-first B: not with batched K");
     constexpr uint32_t kCluster = kPairB ? 2 : 1;
     using Layout = SmemLayout<kBlockM, kBlockN, kStages, kStagedD ? kBlockM * kBlockN * 2 : 0>;
     static_assert(launch_smem_fits<Layout>(), "the launch allocates less shared memory than this layout");
