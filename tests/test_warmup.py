@@ -64,7 +64,8 @@ def test_chosen_kernels_do_not_spill(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     # M <= 384 with a dense bf16 kernel of one slab per warpgroup (block_m <= 128): also the
     # one reading per-token scales as given ("_sg"); never above M = 384.
-    rows = [(int(line.split()[0]), line.split()[-2]) for line in out.stdout.strip().splitlines()]
+    # ("_efb", B under L2's evict-first policy where one m-block spans M, is left out here.)
+    rows = [(int(line.split()[0]), line.split()[-2].replace("_efb", "")) for line in out.stdout.strip().splitlines()]
     sg = [(m, name) for m, name in rows if "_sg" in name]
     assert all(m <= 384 and "_b256x" not in name for m, name in sg), sg
     small = {name for m, name in rows if m <= 384 and "_b256x" not in name and "_sg" not in name and "_1d1d_" not in name}
@@ -95,6 +96,31 @@ def test_tuning_knob_reaches_the_kernel_and_rejects_bad_values(tmp_path, var, go
         env[var] = bad
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
         assert out.returncode != 0 and f"{var} {error}" in out.stderr, (bad, out.stderr[-800:])
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"),
+                    reason="needs nvcc to compile")
+def test_fp8_b_read_once_loads_under_evict_first(tmp_path):
+    """A dense FP8 GEMM whose one m-block spans M reads B once and loads it under L2's
+    evict-first policy ("_efb"); M = 4096 keeps the default policy. DG_DEV_SM90_FP8_EVICT_FIRST_B
+    overrides the rule both ways, and a bad value fails loudly."""
+    cmd = [sys.executable, "-m", "deep_gemm.warmup", "--num-sms", "132", "--shape", "128,24576,1536", "--shape",
+           "4096,4096,7168"]
+    env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path))
+    env.pop("DG_DEV_SM90_FP8_EVICT_FIRST_B", None)
+
+    def names(**knob):
+        out = subprocess.run(cmd, env=dict(env, **knob), capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return {int(line.split()[0]): line.split()[-2] for line in out.stdout.strip().splitlines()}
+
+    chosen = names()
+    assert chosen[128].endswith("_efb") and "_efb" not in chosen[4096], chosen
+    assert names(DG_DEV_SM90_FP8_EVICT_FIRST_B="0") == {128: chosen[128].removesuffix("_efb"), 4096: chosen[4096]}
+    assert names(DG_DEV_SM90_FP8_EVICT_FIRST_B="1") == {128: chosen[128], 4096: chosen[4096] + "_efb"}
+    bad = subprocess.run(cmd, env=dict(env, DG_DEV_SM90_FP8_EVICT_FIRST_B="2"), capture_output=True, text=True,
+                         timeout=120)
+    assert bad.returncode != 0 and "DG_DEV_SM90_FP8_EVICT_FIRST_B must be 0 or 1" in bad.stderr, bad.stderr[-800:]
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"),

@@ -29,7 +29,15 @@ struct Sm90Fp8GemmConfig : Sm90GemmConfig {
     bool dynamic_tiles = false;    // m-grouped 1D2D: tiles claimed from a per-call counter (tile_scheduler.cuh)
     bool fit_m = false;            // dense, cluster 1, M < block_m: A/SFA boxes of the rows that exist (sm90_fp8_fit_box_rows)
     bool tail_m = false;           // dense, cluster 1, M > block_m: the last m-block's own A/SFA maps (sm90_fp8_tail_boxes_pay)
+    bool evict_first_b = false;    // dense 1D2D: B loaded under L2's evict-first policy (sm90_fp8_b_read_once)
 };
+
+// Whether a dense 1D2D GEMM loads B under L2's evict-first policy: where one m-block spans M,
+// each B element is read once, and evicting those lines first keeps A (read by every n-block)
+// and lines still to be written back in L2 (the BF16 kernel's rule, sm90_bf16_b_read_once).
+inline bool sm90_fp8_b_read_once(const Sm90Fp8GemmConfig& c, int m) {
+    return c.kind == Sm90Fp8Kind::k1D2D && c.gemm_type == 0 && m <= c.block_m;
+}
 
 // Mirrors Fp8SmemLayout<...>::kDynamicBytes (tests/test_smem_layout_mirror.py compares them).
 constexpr int sm90_fp8_smem_bytes(Sm90Fp8Kind kind, int bm, int bn, int stages) {

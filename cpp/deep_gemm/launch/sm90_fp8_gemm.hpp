@@ -75,6 +75,16 @@ inline bool sfa_from_global_allowed() {
   return value;
 }
 
+// DG_DEV_SM90_FP8_EVICT_FIRST_B=0|1 overrides whether a dense 1D2D GEMM loads B under L2's
+// evict-first policy (h::sm90_fp8_b_read_once); unset, the rule decides. For A/B runs.
+inline int forced_evict_first_b() {
+  static const int value = [] {
+    const char* v = std::getenv("DG_DEV_SM90_FP8_EVICT_FIRST_B");
+    return v && *v ? int(env_bool_knob("DG_DEV_SM90_FP8_EVICT_FIRST_B", false)) : -1;
+  }();
+  return value;
+}
+
 inline h::Sm90Fp8GemmConfig choose_config(const ConfigKey& key, int max_smem) {
   const int cluster = forced_cluster();
   for (const auto& c : h::rank_sm90_fp8_gemm_configs(key.m, key.n, key.k, key.num_sms, key.fp32_out, max_smem,
@@ -89,6 +99,9 @@ inline h::Sm90Fp8GemmConfig choose_config(const ConfigKey& key, int max_smem) {
       auto chosen = with_tuning_knobs(c);
       chosen.sfa_from_global =
           key.sfa_from_global && sfa_from_global_allowed() && h::sm90_fp8_sfa_from_global_fits(chosen, key.m);
+      chosen.evict_first_b = forced_evict_first_b() >= 0
+                                 ? forced_evict_first_b() == 1 && chosen.kind == h::Sm90Fp8Kind::k1D2D
+                                 : h::sm90_fp8_b_read_once(chosen, key.m);
       return chosen;
     }
   }

@@ -134,7 +134,7 @@ enum class Sm90MBoxes { kBlock, kFitM, kTail };
 // parameters, in order (trailing defaults are not written):
 //   sm90_fp8_gemm_1d2d_impl<compiled_m, compiled_n, compiled_k, block_m, block_n, stages,
 //       cluster, group_n, mma_overlap, gemm_type, sfa_from_global, dynamic_tiles, m_boxes,
-//       ColMap (head_left/mid/right)>
+//       ColMap (head_left/mid/right), evict_first_b>
 //   sm90_fp8_gemm_1d1d_impl<compiled_m, compiled_n, compiled_k, block_m, block_n, stages,
 //       cluster, group_n, m_boxes, OutT (bf16_out)>
 //   sm90_fp8_k_grouped_impl<compiled_m, compiled_n, block_m, block_n, stages, group_n, max_groups>
@@ -148,6 +148,7 @@ struct Sm90Fp8KernelSpec {
   bool sfa_from_global = false;  // dense 1D2D: SFA pointer and strides instead of its tensor map
   bool dynamic_tiles = false;    // m-grouped: the entry takes the tile counter
   Sm90MBoxes m_boxes = Sm90MBoxes::kBlock;  // dense
+  bool evict_first_b = false;    // dense 1D2D: B under L2's evict-first policy
   uint32_t max_groups = 0;       // k-grouped: KGroupedArgs capacity
   bool trace_tiles = false;      // 1D2D: built for a tile trace (trace_tiles_enabled())
   int smem_bytes = 0;            // the launch's dynamic shared memory (DG_SMEM_BYTES)
@@ -185,6 +186,7 @@ inline Sm90Fp8KernelSpec sm90_fp8_gemm_kernel(const h::Sm90Fp8GemmConfig& c, int
   s.sfa_from_global = c.sfa_from_global;
   s.m_boxes = c.fit_m ? Sm90MBoxes::kFitM : c.tail_m ? Sm90MBoxes::kTail : Sm90MBoxes::kBlock;
   s.trace_tiles = c.kind == h::Sm90Fp8Kind::k1D2D && trace_tiles_enabled();
+  s.evict_first_b = c.kind == h::Sm90Fp8Kind::k1D2D && c.evict_first_b;
   return s;
 }
 
@@ -233,8 +235,11 @@ inline std::string sm90_fp8_template_args(const Sm90Fp8KernelSpec& s) {
     t.trailing("__nv_bfloat16", !s.bf16_out);
   } else {
     const auto u = [](uint32_t v) { return std::to_string(v) + "u"; };
-    t.trailing("deep_gemm::epilogue::SkipHeadMid<" + u(s.head_left) + ", " + u(s.head_mid) + ", " + u(s.head_right) + ">",
+    t.trailing(s.head_left > 0 ? "deep_gemm::epilogue::SkipHeadMid<" + u(s.head_left) + ", " + u(s.head_mid) + ", " +
+                                     u(s.head_right) + ">"
+                               : std::string("deep_gemm::epilogue::IdentityColumns"),
                s.head_left == 0);
+    t.trailing_bool(s.evict_first_b, false);
   }
   return t.str();
 }
@@ -262,7 +267,8 @@ inline std::string sm90_fp8_kernel_name(const Sm90Fp8KernelSpec& s) {
          "_s" + u(s.stages) + "_c" + u(s.cluster) + "_g" + u(s.group_n) +
          (s.m_boxes == Sm90MBoxes::kFitM ? "_fm" : "") + (s.m_boxes == Sm90MBoxes::kTail ? "_tm" : "") +
          (s.mma_overlap ? "_o" : "") + (s.sfa_from_global ? "_sg" : "") + (s.bf16_out ? "_bf16" : "") +
-         (s.head_left > 0 ? "_shm" + u(s.head_left) + "x" + u(s.head_mid) + "x" + u(s.head_right) : "") + trace;
+         (s.head_left > 0 ? "_shm" + u(s.head_left) + "x" + u(s.head_mid) + "x" + u(s.head_right) : "") +
+         (s.evict_first_b ? "_efb" : "") + trace;
 }
 
 namespace detail {

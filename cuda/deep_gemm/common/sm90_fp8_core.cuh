@@ -170,9 +170,10 @@ __device__ __forceinline__ TailMaps tail_maps(uint32_t m, const CUtensorMap* a, 
 // reading it. Needs num_k_blocks >= 1 (K > 0: the ops check it).
 // stage_tx_bytes: what the TMA delivers per stage (Layout::stage_tx_bytes of the boxes).
 // kTailMaps: tiles from tail.first_row on load A and SFA through `tail` (MBoxes::kTail).
+// kEvictFirstB: B's loads under L2's evict-first policy (B read once: see ptx::tma_load_2d).
 template <typename Layout, typename Scheduler, uint32_t kBlockM, uint32_t kBlockN,
           uint32_t kStages, uint32_t kCluster, bool kLoadSfb, bool kPublishTiles = false, bool kLoadSfa = true,
-          bool kTailMaps = false>
+          bool kTailMaps = false, bool kEvictFirstB = false>
 __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sched, uint32_t num_k_blocks,
                                               const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
                                               const CUtensorMap* tmap_sfa, const CUtensorMap* tmap_sfb,
@@ -181,6 +182,7 @@ __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sche
     constexpr uint32_t kSliceM = kBlockM / kCluster;
     const uint32_t rank = kCluster > 1 ? ptx::cluster_cta_rank() : 0;
     PipeState<kStages> pipe;
+    const uint64_t b_policy = kEvictFirstB ? ptx::l2_evict_first() : 0;
     TileInfo tile{};  // kNormal leaves the grouped fields unset; the slot copies them all
     while (sched.next(tile)) {
         // Operand coordinates come from the scheduler (m-grouped variants offset B by the
@@ -218,7 +220,7 @@ __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sche
                     ptx::tma_load_2d(smem.a(s) + r * kSliceM * kBlockK, map_a, full, k0,
                                      m0 + static_cast<int32_t>(r * kSliceM));
             }
-            ptx::tma_load_2d(smem.b(s), tmap_b, full, k0, b0);
+            ptx::tma_load_2d<kEvictFirstB>(smem.b(s), tmap_b, full, k0, b0, b_policy);
             if constexpr (kLoadSfa)
                 ptx::tma_load_2d(smem.sfa(s), map_sfa, full, sfa_x,
                                  static_cast<int32_t>(sched.sfa_y(tile, kb, num_k_blocks)));

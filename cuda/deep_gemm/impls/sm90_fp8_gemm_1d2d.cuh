@@ -157,6 +157,8 @@ struct SfaRowsGlobal {
 //                 scheduler/tile_scheduler.cuh).
 //   kMBoxes       dense, cluster 1: how the A and SFA boxes cover the rows (MBoxes in
 //                 common/sm90_fp8_core.cuh); kTail takes tmap_a_tail / tmap_sfa_tail.
+//   kEvictFirstB  dense, one m-block spanning M: B (read once) loaded under L2's evict-first
+//                 policy, so streaming it keeps A and lines still to be written back in L2.
 //   kSfaFromGlobal  dense, one slab per warpgroup (kBlockM <= 128; overlapped or plain
 //                 schedule): SFA from `sfa_global` (tmap_sfa unused, may be null), each thread
 //                 loading its two rows' scales (and the SFB) one K block ahead, instead of the
@@ -165,7 +167,8 @@ struct SfaRowsGlobal {
 template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,
           uint32_t kStages, uint32_t kCluster, uint32_t kGroupN, bool kOverlapMma = false,
           GemmType kGemmType = GemmType::kNormal, bool kSfaFromGlobal = false, bool kDynamicTiles = false,
-          sm90::MBoxes kMBoxes = sm90::MBoxes::kBlock, typename ColMap = epilogue::IdentityColumns>
+          sm90::MBoxes kMBoxes = sm90::MBoxes::kBlock, typename ColMap = epilogue::IdentityColumns,
+          bool kEvictFirstB = false>
 __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32_t shape_n, uint32_t shape_k,
                                                         const float* __restrict__ sfb,
                                                         const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
@@ -255,7 +258,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d2d_impl(uint32_t shape_m, uint32
         const uint32_t tx = Layout::stage_tx_bytes(box.a, kSfaFromGlobal ? 0u : box.sfa);
         if (threadIdx.x == kNumMathThreads)
             producer_loop<Layout, Scheduler, kBlockM, kBlockN, kStages, kCluster, false, kTileSlots, !kSfaFromGlobal,
-                          kMBoxes == MBoxes::kTail>(
+                          kMBoxes == MBoxes::kTail, kEvictFirstB>(
                 smem, Scheduler(m, n, grouped_layout, num_groups, align_m, tile_counter), num_k_blocks, tmap_a, tmap_b,
                 tmap_sfa, nullptr, tx, tail_maps<Layout, kBlockM, kMBoxes, !kSfaFromGlobal>(m, tmap_a_tail, tmap_sfa_tail));
         __syncwarp();
