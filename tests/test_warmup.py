@@ -101,23 +101,27 @@ def test_tuning_knob_reaches_the_kernel_and_rejects_bad_values(tmp_path, var, go
 @pytest.mark.skipif(shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"),
                     reason="needs nvcc to compile")
 def test_fp8_b_read_once_loads_under_evict_first(tmp_path):
-    """A dense FP8 GEMM whose one m-block spans M reads B once and loads it under L2's
-    evict-first policy ("_efb"); M = 4096 keeps the default policy. DG_DEV_SM90_FP8_EVICT_FIRST_B
+    """A dense FP8 GEMM that reads B once (one m-block spans M, or two whose tiles run in one
+    wave) loads it under L2's evict-first policy ("_efb"); M = 4096 keeps the default policy. DG_DEV_SM90_FP8_EVICT_FIRST_B
     overrides the rule both ways, and a bad value fails loudly."""
     cmd = [sys.executable, "-m", "deep_gemm.warmup", "--num-sms", "132", "--shape", "128,24576,1536", "--shape",
-           "4096,4096,7168"]
+           "4096,4096,7168", "--shape", "128,2112,7168"]
     env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path))
     env.pop("DG_DEV_SM90_FP8_EVICT_FIRST_B", None)
 
     def names(**knob):
         out = subprocess.run(cmd, env=dict(env, **knob), capture_output=True, text=True, timeout=600)
         assert out.returncode == 0, out.stderr[-2000:]
-        return {int(line.split()[0]): line.split()[-2] for line in out.stdout.strip().splitlines()}
+        # "   M x   N x   K bf16 ... name path", keyed by N (small M: the last of its two kernels, "_sg").
+        return {int(line.split()[2]): line.split()[-2] for line in out.stdout.strip().splitlines()}
 
+    # N = 24576: one m-block; N = 2112: 64 x 32 tiles, two m-blocks, 132 tiles in one wave.
     chosen = names()
-    assert chosen[128].endswith("_efb") and "_efb" not in chosen[4096], chosen
-    assert names(DG_DEV_SM90_FP8_EVICT_FIRST_B="0") == {128: chosen[128].removesuffix("_efb"), 4096: chosen[4096]}
-    assert names(DG_DEV_SM90_FP8_EVICT_FIRST_B="1") == {128: chosen[128], 4096: chosen[4096] + "_efb"}
+    assert chosen[24576].endswith("_efb") and "_efb" not in chosen[4096], chosen
+    assert chosen[2112].endswith("_efb") and "_b64x32_" in chosen[2112], chosen
+    off = {n: name.removesuffix("_efb") for n, name in chosen.items()}
+    assert names(DG_DEV_SM90_FP8_EVICT_FIRST_B="0") == off, chosen
+    assert names(DG_DEV_SM90_FP8_EVICT_FIRST_B="1") == {n: name + "_efb" for n, name in off.items()}, chosen
     bad = subprocess.run(cmd, env=dict(env, DG_DEV_SM90_FP8_EVICT_FIRST_B="2"), capture_output=True, text=True,
                          timeout=120)
     assert bad.returncode != 0 and "DG_DEV_SM90_FP8_EVICT_FIRST_B must be 0 or 1" in bad.stderr, bad.stderr[-800:]
