@@ -33,6 +33,15 @@ struct Sm90GemmConfig {
     double est_cycles = 0.0;     // model estimate used for the choice
 };
 
+// Whether a dense GEMM reads each B element once, so that its B loads may take L2's
+// evict-first policy (the kernels' kEvictFirstB): one m-block, or two whose `ctas` CTAs all
+// run in one wave of `grid` (both readers of a B tile then load it at about the same time).
+// Evicting those lines first keeps A (read by every n-block) and lines still to be written
+// back in L2. Measured in docs/design-notes.md ("Loading B under L2's evict-first policy").
+constexpr bool sm90_b_read_once(long m_blocks, long ctas, long grid) {
+    return m_blocks == 1 || (m_blocks == 2 && ctas <= grid);
+}
+
 // Largest TMA swizzle (128/64/32 bytes) that tiles a row of `row_bytes` exactly.
 inline int sm90_epilogue_swizzle(int row_bytes) {
     return row_bytes % 128 == 0 ? 128 : row_bytes % 64 == 0 ? 64 : row_bytes % 32 == 0 ? 32 : 0;

@@ -32,15 +32,11 @@ struct Sm90Fp8GemmConfig : Sm90GemmConfig {
     bool evict_first_b = false;    // dense 1D2D: B loaded under L2's evict-first policy (sm90_fp8_b_read_once)
 };
 
-// Whether a dense 1D2D GEMM loads B under L2's evict-first policy: where B is read once (one
-// m-block, or two whose tiles all run in one wave, so both readers of a B tile load it at about
-// the same time), evicting its lines first keeps A (read by every n-block) and lines still to
-// be written back in L2. The BF16 kernel's rule (sm90_bf16_b_read_once); measured in
-// docs/design-notes.md.
+// Whether a dense 1D2D GEMM loads B under L2's evict-first policy (sm90_b_read_once).
 inline bool sm90_fp8_b_read_once(const Sm90Fp8GemmConfig& c, int m, int n) {
     const long m_blocks = sm90_ceil_div(std::max(m, 1), c.block_m);
-    const long tiles = m_blocks * sm90_ceil_div(n, c.block_n);
-    return c.kind == Sm90Fp8Kind::k1D2D && c.gemm_type == 0 && (m_blocks == 1 || (m_blocks == 2 && tiles <= c.grid_x));
+    return c.kind == Sm90Fp8Kind::k1D2D && c.gemm_type == 0 &&
+           sm90_b_read_once(m_blocks, m_blocks * sm90_ceil_div(n, c.block_n), c.grid_x);
 }
 
 // Mirrors Fp8SmemLayout<...>::kDynamicBytes (tests/test_smem_layout_mirror.py compares them).

@@ -184,7 +184,7 @@ struct DRows {
 // (tiles numbered m-blocks first, an even count of m-blocks, an even grid), each loading half
 // of the B tile's rows and multicasting it to both; a stage is refilled once the math warps
 // of both CTAs released it. B's tensor map box is kBlockN / 2 rows.
-// kEvictFirstB (where B is read once: a dense GEMM whose one m-block spans M): B's loads are
+// kEvictFirstB (where a dense GEMM reads B once: heuristics::sm90_b_read_once): B's loads are
 // the first lines L2 evicts, so streaming the weights does not push out other data (A, which
 // every n-block reads, or lines still to be written back). Not with batched K.
 template <uint32_t kShapeM, uint32_t kShapeN, uint32_t kShapeK, uint32_t kBlockM, uint32_t kBlockN,

@@ -157,8 +157,8 @@ struct SfaRowsGlobal {
 //                 scheduler/tile_scheduler.cuh).
 //   kMBoxes       dense, cluster 1: how the A and SFA boxes cover the rows (MBoxes in
 //                 common/sm90_fp8_core.cuh); kTail takes tmap_a_tail / tmap_sfa_tail.
-//   kEvictFirstB  dense, one m-block spanning M: B (read once) loaded under L2's evict-first
-//                 policy, so streaming it keeps A and lines still to be written back in L2.
+//   kEvictFirstB  dense, B read once (heuristics::sm90_b_read_once): B loaded under L2's
+//                 evict-first policy, so streaming it keeps A and lines still to be written back in L2.
 //   kSfaFromGlobal  dense, one slab per warpgroup (kBlockM <= 128; overlapped or plain
 //                 schedule): SFA from `sfa_global` (tmap_sfa unused, may be null), each thread
 //                 loading its two rows' scales (and the SFB) one K block ahead, instead of the
