@@ -545,18 +545,20 @@ def test_pair_b_knob_builds_pairs_and_refuses_an_odd_count_of_m_blocks(tmp_path)
 @pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc to compile")
 def test_b_read_once_loads_under_evict_first(tmp_path):
     """Where B is read once (one m-block spans M: split, paired or a single row of tiles; or two
-    m-blocks whose CTAs all run in one wave) its loads take L2's evict-first policy (suffix
-    _efb); M = 4096 and three m-blocks (M = 384) keep the default policy, as does einsum's
-    batched K. The knob overrides the choice both ways."""
+    m-blocks whose CTAs all run in one wave, with a B that fits in L2) its loads take L2's
+    evict-first policy (suffix _efb); M = 4096, three m-blocks (M = 384) and two with a 59 MB B
+    (256 x 4096 x 7168) keep the default policy, as does einsum's batched K. The knob overrides
+    the choice both ways."""
     shapes = [(128, 2112, 7168, "nt", "bf16", False), (128, 4096, 7168, "nt", "bf16", False),
               (128, 24576, 1536, "nt", "bf16", False), (1, 2112, 7168, "tn", "fp32", True),
               (4096, 4096, 7168, "nt", "bf16", False), (384, 2112, 7168, "nt", "bf16", False),
-              (256, 2112, 7168, "nt", "bf16", False)]
+              (256, 2112, 7168, "nt", "bf16", False), (256, 4096, 7168, "nt", "bf16", False)]
     res, names = _build_names(shapes, {}, tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     assert names[0].endswith("_sk_efb") and names[1].endswith("_pb_efb"), names
     assert names[2].endswith("_efb") and names[3].endswith("_efb"), names
     assert not names[4].endswith("_efb") and not names[5].endswith("_efb") and names[6].endswith("_efb"), names
+    assert "_sk" in names[7] and not names[7].endswith("_efb"), names
     res, off = _build_names(shapes[:2], {"DG_DEV_SM90_BF16_EVICT_FIRST_B": "0"}, tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     assert off == [name.removesuffix("_efb") for name in names[:2]], (off, names)

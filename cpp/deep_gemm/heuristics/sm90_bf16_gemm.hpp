@@ -163,10 +163,10 @@ inline std::vector<Sm90Bf16GemmConfig> rank_sm90_bf16_gemm_configs(int m, int n,
 
 // Whether a dense GEMM loads B under L2's evict-first policy (sm90_b_read_once; a CTA pair
 // sharing B counts as one m-block, and each split of a tile is a CTA). Not with batched K.
-inline bool sm90_bf16_b_read_once(const Sm90Bf16GemmConfig& c, int m, int n, bool batched_k) {
+inline bool sm90_bf16_b_read_once(const Sm90Bf16GemmConfig& c, int m, int n, int k, bool batched_k) {
     const long m_blocks = sm90_ceil_div(std::max(m, 1), c.pair_b ? 2 * c.block_m : c.block_m);
     const long ctas = m_blocks * sm90_ceil_div(n, c.block_n) * (c.pair_b ? 2 : 1) * std::max(c.splits, 1);
-    return c.gemm_type == 0 && !batched_k && sm90_b_read_once(m_blocks, ctas, c.grid_x);
+    return c.gemm_type == 0 && !batched_k && sm90_b_read_once(m_blocks, ctas, c.grid_x, 2L * n * k);
 }
 
 // A dense configuration as CTA pairs sharing B (the kernel's kPairB; an even number of

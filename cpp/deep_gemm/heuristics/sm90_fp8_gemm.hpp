@@ -33,10 +33,10 @@ struct Sm90Fp8GemmConfig : Sm90GemmConfig {
 };
 
 // Whether a dense 1D2D GEMM loads B under L2's evict-first policy (sm90_b_read_once).
-inline bool sm90_fp8_b_read_once(const Sm90Fp8GemmConfig& c, int m, int n) {
+inline bool sm90_fp8_b_read_once(const Sm90Fp8GemmConfig& c, int m, int n, int k) {
     const long m_blocks = sm90_ceil_div(std::max(m, 1), c.block_m);
     return c.kind == Sm90Fp8Kind::k1D2D && c.gemm_type == 0 &&
-           sm90_b_read_once(m_blocks, m_blocks * sm90_ceil_div(n, c.block_n), c.grid_x);
+           sm90_b_read_once(m_blocks, m_blocks * sm90_ceil_div(n, c.block_n), c.grid_x, static_cast<long>(n) * k);
 }
 
 // Mirrors Fp8SmemLayout<...>::kDynamicBytes (tests/test_smem_layout_mirror.py compares them).

@@ -101,7 +101,7 @@ inline h::Sm90Fp8GemmConfig choose_config(const ConfigKey& key, int max_smem) {
           key.sfa_from_global && sfa_from_global_allowed() && h::sm90_fp8_sfa_from_global_fits(chosen, key.m);
       chosen.evict_first_b = forced_evict_first_b() >= 0
                                  ? forced_evict_first_b() == 1 && chosen.kind == h::Sm90Fp8Kind::k1D2D
-                                 : h::sm90_fp8_b_read_once(chosen, key.m, key.n);
+                                 : h::sm90_fp8_b_read_once(chosen, key.m, key.n, key.k);
       return chosen;
     }
   }
