@@ -84,6 +84,12 @@ inline bool env_bool_knob(const char* name, bool unset) {
   return env_int_knob(name, [](int x) { return x == 0 || x == 1; }, "0 or 1") == 1;
 }
 
+// A 0/1 knob that overrides a rule: 0 or 1 where set, -1 where unset (the rule decides).
+inline int env_override_knob(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? static_cast<int>(env_bool_knob(name, false)) : -1;
+}
+
 inline CUtensorMapDataType tma_dtype(Sm90TmaDtype t) {
   switch (t) {
     case Sm90TmaDtype::kU8: return CU_TENSOR_MAP_DATA_TYPE_UINT8;

@@ -22,7 +22,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -196,8 +195,7 @@ inline const Bf16DevKnobs& bf16_dev_knobs() {
     v.pair_b = env_bool_knob("DG_DEV_SM90_BF16_PAIR_B", false);
     v.splits = env_int_knob("DG_DEV_SM90_BF16_SPLITS", [](int x) { return x >= 0 && x <= 8; }, "in [0, 8]");
     v.group_n = env_int_knob("DG_DEV_SM90_BF16_GROUP_N", [](int x) { return x >= 0 && x <= 64; }, "in [1, 64]");
-    if (const char* e = std::getenv("DG_DEV_SM90_BF16_EVICT_FIRST_B"); e && *e)
-      v.evict_first_b = env_bool_knob("DG_DEV_SM90_BF16_EVICT_FIRST_B", false) ? 1 : 0;
+    v.evict_first_b = env_override_knob("DG_DEV_SM90_BF16_EVICT_FIRST_B");
     return v;
   }();
   return k;

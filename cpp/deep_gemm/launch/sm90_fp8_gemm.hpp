@@ -78,10 +78,7 @@ inline bool sfa_from_global_allowed() {
 // DG_DEV_SM90_FP8_EVICT_FIRST_B=0|1 overrides whether a dense 1D2D GEMM loads B under L2's
 // evict-first policy (h::sm90_fp8_b_read_once); unset, the rule decides. For A/B runs.
 inline int forced_evict_first_b() {
-  static const int value = [] {
-    const char* v = std::getenv("DG_DEV_SM90_FP8_EVICT_FIRST_B");
-    return v && *v ? int(env_bool_knob("DG_DEV_SM90_FP8_EVICT_FIRST_B", false)) : -1;
-  }();
+  static const int value = env_override_knob("DG_DEV_SM90_FP8_EVICT_FIRST_B");
   return value;
 }
 
