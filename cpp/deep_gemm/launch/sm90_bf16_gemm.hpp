@@ -13,7 +13,8 @@
 //    uint64 d_group_stride /*elements; masked: from one group's D to the next*/)
 //   m: M (dense), M_sum (contiguous, psum) or max rows per group (masked; grouped_layout
 //   null: every group has all of them).
-//   Tensor maps (bf16, 128B swizzle): A K-major [rows][K] box 64 x block_m, or MN-major
+//   Tensor maps (bf16, 128B swizzle): A K-major [rows][K] box 64 x block_m (m-grouped: 64 x
+//   64, the kernel loading a tile's A in 64-row boxes), or MN-major
 //   [K][M] box 64 x 64; B K-major [G * N][K] box 64 x block_n, or MN-major [G * K][N] box
 //   64 x 64; D (staged bf16 only; otherwise A's map stands in, unused) [rows][N] box
 //   swizzle_d / 2 x 64. Masked: A and D are rank-3 maps [G][max_m][.] (box 1 group deep)
@@ -124,16 +125,17 @@ inline std::vector<Sm90TensorMapSpec> sm90_bf16_tensor_maps(const h::Sm90Bf16Gem
   const uint64_t k = static_cast<uint64_t>(p.k), n = static_cast<uint64_t>(p.n);
   const uint64_t g = static_cast<uint64_t>(p.num_groups);
   const auto bm = static_cast<uint32_t>(c.block_m), bn = static_cast<uint32_t>(c.block_n);
+  const uint32_t a_box_rows = p.gemm_type != 0 ? 64 : bm;  // the kernel's kABoxes
   std::vector<Sm90TensorMapSpec> maps;
   if (p.num_batches > 0) {  // batched K: [batch][rows][K], K-major, box 1 batch deep
     const uint64_t batches = static_cast<uint64_t>(p.num_batches);
     maps.push_back({"a", Sm90TmaDtype::kBF16, k, p.a_rows, p.lda_bytes, 64, bm, 128, batches, p.a_batch_bytes});
     maps.push_back({"b", Sm90TmaDtype::kBF16, k, n, p.ldb_bytes, 64, bn, 128, batches, p.b_batch_bytes});
   } else if (p.gemm_type == 2) {  // masked: A [G][max_m][K] (K-major), B as below
-    maps.push_back({"a", Sm90TmaDtype::kBF16, k, p.a_rows, p.lda_bytes, 64, bm, 128, g, p.a_group_bytes});
+    maps.push_back({"a", Sm90TmaDtype::kBF16, k, p.a_rows, p.lda_bytes, 64, a_box_rows, 128, g, p.a_group_bytes});
   } else {
     maps.push_back(p.mn_major_a ? Sm90TensorMapSpec{"a", Sm90TmaDtype::kBF16, p.a_rows, k, p.lda_bytes, 64, 64, 128}
-                                : Sm90TensorMapSpec{"a", Sm90TmaDtype::kBF16, k, p.a_rows, p.lda_bytes, 64, bm, 128});
+                                : Sm90TensorMapSpec{"a", Sm90TmaDtype::kBF16, k, p.a_rows, p.lda_bytes, 64, a_box_rows, 128});
   }
   if (p.num_batches == 0)
     maps.push_back(p.mn_major_b ? Sm90TensorMapSpec{"b", Sm90TmaDtype::kBF16, n, k * g, p.ldb_bytes, 64, 64, 128}

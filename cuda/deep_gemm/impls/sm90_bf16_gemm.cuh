@@ -244,12 +244,16 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
     // computing rows that are never stored. Instead both warpgroups compute the first slab,
     // each over half of the columns (m64 n(kBlockN / 2) wgmmas on B's rows kBlockN / 2 apart),
     // so such a tile costs half a tile. Needs half tiles that keep the staging atoms' width
-    // and, for an MN-major B, whole 64-column chunks.
+    // and, for an MN-major B, whole 64-column chunks. Its stages load A's first 64 rows only.
     constexpr uint32_t kHalfN = kBlockN / 2;
     constexpr bool kSplitHalfTiles = kGemmType != GemmType::kNormal && kBlockM == 128 && kHalfN % 16 == 0 &&
                                      epilogue_swizzle_bytes(kHalfN * 2) == epilogue_swizzle_bytes(kBlockN * 2) &&
                                      (!kMnMajorB || kHalfN % 64 == 0);
     using MmaHalf = ptx::WgmmaBF16<kSplitHalfTiles ? kHalfN : kBlockN, kMnMajorA, kMnMajorB>;
+    // A's loads: the m-grouped forms (K-major A) in boxes of 64 rows (the host's A map), so
+    // that a half tile loads only the rows it computes; dense A in one tile load.
+    constexpr uint32_t kABoxes = kGemmType != GemmType::kNormal ? kBlockM / 64 : 1;
+    constexpr uint32_t kABoxBytes = Layout::kABytes / kABoxes;
 
     const uint32_t m = shape_dim<kShapeM>(shape_m);
     const uint32_t n = shape_dim<kShapeN>(shape_n);
@@ -307,11 +311,17 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
                 // Masked A: the group's rows through the rank-3 map.
                 const int32_t a_y = kRank3 ? static_cast<int32_t>(sched.row_in_group(tile, m0)) : m0;
                 const int32_t a_z = kRank3 ? static_cast<int32_t>(sched.group(tile)) : 0;
+                // A half tile computes A's first 64 rows only (the math warpgroups' test).
+                uint32_t a_boxes = kABoxes;
+                if constexpr (kSplitHalfTiles) {
+                    if (!sched.row_valid(tile, static_cast<uint32_t>(m0) + 64)) a_boxes = 1;
+                }
+                const uint32_t tx_bytes = Layout::kStageTxBytes - (kABoxes - a_boxes) * kABoxBytes;
                 for (uint32_t kb = 0; kb < num_k_blocks; ++kb, pipe.advance()) {
                     const uint32_t s = pipe.stage;
                     ptx::mbar_wait_watchdog(smem.empty(s), pipe.phase ^ 1u);
                     uint64_t* full = smem.full(s);
-                    ptx::mbar_arrive_expect_tx(full, Layout::kStageTxBytes);
+                    ptx::mbar_arrive_expect_tx(full, tx_bytes);
                     if constexpr (kBatchedK) {
                         const uint32_t rel = kb / k_blocks_per_batch;
                         const uint32_t batch = first_unit + rel;
@@ -320,8 +330,16 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
                         ptx::tma_load_3d(smem.b(s), tmap_b, full, k0, n0, static_cast<int32_t>(batch));
                     } else {
                         const int32_t k0 = static_cast<int32_t>((first_unit + kb) * kBlockK);
-                        if constexpr (kRank3) ptx::tma_load_3d(smem.a(s), tmap_a, full, k0, a_y, a_z);
-                        else load_tile<kMnMajorA, kBlockM>(smem.a(s), tmap_a, full, k0, m0, 0);
+                        if constexpr (kGemmType != GemmType::kNormal) {  // 64-row boxes
+                            for (uint32_t i = 0; i < a_boxes; ++i) {
+                                const int32_t dy = static_cast<int32_t>(i * 64);
+                                if constexpr (kRank3) ptx::tma_load_3d(smem.a(s) + i * kABoxBytes, tmap_a, full, k0,
+                                                                       a_y + dy, a_z);
+                                else ptx::tma_load_2d(smem.a(s) + i * kABoxBytes, tmap_a, full, k0, m0 + dy);
+                            }
+                        } else {
+                            load_tile<kMnMajorA, kBlockM>(smem.a(s), tmap_a, full, k0, m0, 0);
+                        }
                         if constexpr (kPairB) {  // this CTA's half of B's rows, into both CTAs
                             constexpr uint32_t kHalfRows = kBlockN / 2;
                             const uint32_t rank = ptx::cluster_cta_rank();
