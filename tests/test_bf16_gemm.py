@@ -295,6 +295,30 @@ def test_m_grouped_half_tiles(form):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("nn", [False, True])
+def test_m_grouped_masked_192_wide_tiles(nn):
+    """expected_m 192 (128 x 192 tiles, whose halves do not keep the staging atoms: a last block
+    of at most 64 rows runs whole) on groups of 1-256 rows and an empty one, a ragged last
+    n-block (N = 1000: 5 tiles of 192 and 40 columns); nothing past masked_m written."""
+    rows = HALF_TILE_ROWS + [256, 0]
+    g, max_m, n, k = len(rows), 256, 1000, 1024
+    torch.manual_seed(8)
+    b, b_f = _grouped_b(g, n, k, nn)
+    name = torch.ops.deep_gemm.m_grouped_bf16_gemm_build("masked", max_m, n, k, g, 192, deep_gemm.get_num_sms(), "nk",
+                                                         nn)
+    assert "_b128x192_" in name, name
+    a = _randn(g, max_m, k)
+    d = torch.full((g, max_m, n), float("nan"), device="cuda", dtype=BF16)
+    deep_gemm.m_grouped_bf16_gemm_nt_masked(a, b.transpose(1, 2) if nn else b, d,
+                                            torch.tensor(rows, dtype=I32, device="cuda"), 192)
+    torch.cuda.synchronize()
+    for grp, r in enumerate(rows):
+        assert d[grp, r:].isnan().all(), f"group {grp}: rows past masked_m written"
+        if r:
+            assert calc_diff(d[grp, :r], a[grp, :r].float() @ b_f[grp].t()) < 1e-5, f"group {grp}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nn", [False, True])
 def test_m_grouped_masked_interleaved_groups(nn):
     """A's and D's groups interleaved in their rows (as einsum's heads are), D a column slice of
     a wider buffer: each group's rows up to masked_m are right (half tiles included), and no
@@ -511,6 +535,28 @@ def test_developer_config_knobs_compute_correctly(knobs, shapes):
     res = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **knobs), capture_output=True, text=True,
                          timeout=600)
     assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-3000:]
+
+
+@pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc to compile")
+def test_masked_groups_of_two_row_blocks_take_192_wide_tiles(tmp_path):
+    """Masked groups of 129-256 expected rows: 128 x 192 tiles (4 stages), faster there on an H100
+    (2026-12-07); 128 or 512 expected rows, and einsum's per-head GEMMs (all 4096 rows), keep 256."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import torch, deep_gemm\n"
+            "b = torch.ops.deep_gemm.m_grouped_bf16_gemm_build\n"
+            "for em in (192, 256, 129, 128, 512):\n"
+            "    print(b('masked', 4096, 4096, 7168, 32, em, 132, 'nk', False).split()[0])\n"
+            "print(b('masked', 1024, 7168, 2048, 32, 192, 132, 'nk', False).split()[0])\n"
+            "print(b('masked', 4096, 512, 128, 128, 4096, 132, 'nk', True).split()[0])\n")
+    res = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path)),
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    names = res.stdout.split()
+    assert all("_b128x192_s4_" in name for name in names[:3] + names[5:6]), names
+    assert all("_b128x256_" in name for name in names[3:5] + names[6:]), names
 
 
 @pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc to compile")
