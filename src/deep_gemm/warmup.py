@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         bhr = expr == "bhr,hdr->bhd"
         n, k = (dd, r) if bhr else (r, dd)
-        name, path = build("--suite bf16", torch.ops.deep_gemm.m_grouped_bf16_gemm_build, "masked", rows, n, k,
+        name, path = build("--suite bf16", torch.ops.deep_gemm.m_grouped_bf16_gemm_build, "heads", rows, n, k,
                            heads, rows, args.num_sms, "", not bhr).split("\t")
         status = "cached" if name in seen else f"{time.perf_counter() - t0:6.2f} s"
         seen.add(name)

@@ -158,19 +158,21 @@ inline std::vector<Sm90Bf16GemmConfig> rank_sm90_bf16_gemm_configs(int m, int n,
     std::stable_sort(out.begin(), out.end(), [](const Sm90Bf16GemmConfig& a, const Sm90Bf16GemmConfig& b) {
         return a.est_cycles < b.est_cycles;
     });
-    // Masked groups of 129-256 expected rows (two m-blocks, the second often partial) take 128 x
-    // 192 tiles, whose 4-stage ring the model does not credit. H100, 2026-12-07 (knob
-    // DG_DEV_SM90_BF16_BLOCK_N, interleaved with torch._grouped_mm, two rounds, us at 256 / 192
-    // / 128): 32 x ~192 x 4096 x 7168 778.6 / 761.4 / 794.0 and 775.1 / 759.8 / 794.0; 16 x ~256
-    // 458.7 / 453.5 / 550.0 and 458.4 / 451.9 / 567.0; 32 x ~192 x 7168 x 2048 416.0 / 402.8 /
-    // 385.9 and 415.4 / 405.2 / 384.6. Outside the band 192 lost or the sweep disagreed: 8 x ~512
-    // 391.6 / 408.0, 6 x ~1024 400.9 / 415.6, 64 x ~96 1278.7 / 1317.5, while 32 x ~128 went 753.2
-    // -> 734.0 (717.1 at 128); docs/design-notes.md.
-    if (gemm_type == 2 && m > 128 && m <= 256) {
-        std::stable_partition(out.begin(), out.end(),
-                              [](const Sm90Bf16GemmConfig& c) { return c.block_m == 128 && c.block_n == 192; });
-    }
     return out;
+}
+
+// Masked groups of 129-256 expected rows (two m-blocks, the second often partial; masked_m
+// given, not einsum's heads) take 128 x 192 tiles first, whose 4-stage ring the model does not
+// credit. H100, 2026-12-07 (knob DG_DEV_SM90_BF16_BLOCK_N, interleaved with torch._grouped_mm,
+// two rounds, us at 256 / 192 / 128): 32 x ~192 x 4096 x 7168 778.6 / 761.4 / 794.0 and 775.1 /
+// 759.8 / 794.0; 16 x ~256 458.7 / 453.5 / 550.0 and 458.4 / 451.9 / 567.0; 32 x ~192 x 7168 x
+// 2048 416.0 / 402.8 / 385.9 and 415.4 / 405.2 / 384.6. Outside the band 192 lost or the sweep
+// disagreed: 8 x ~512 391.6 / 408.0, 6 x ~1024 400.9 / 415.6, 64 x ~96 1278.7 / 1317.5, while
+// 32 x ~128 went 753.2 -> 734.0 (717.1 at 128); docs/design-notes.md.
+inline void prefer_sm90_bf16_masked_tile(std::vector<Sm90Bf16GemmConfig>& ranked, int expected_m) {
+    if (expected_m <= 128 || expected_m > 256) return;
+    std::stable_partition(ranked.begin(), ranked.end(),
+                          [](const Sm90Bf16GemmConfig& c) { return c.block_m == 128 && c.block_n == 192; });
 }
 
 // Whether a dense GEMM loads B under L2's evict-first policy (sm90_b_read_once; a CTA pair

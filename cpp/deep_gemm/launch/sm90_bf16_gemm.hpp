@@ -63,6 +63,7 @@ struct Sm90Bf16Problem {
   // Split K over a workspace (heuristics::sm90_bf16_workspace_split, chosen by the op, which
   // reduces it): ws_splits runs of ws_split_units units into the FP32 [ws_splits][m][ld_d] d.
   int ws_splits = 0, ws_split_units = 0;
+  bool all_rows = false;  // masked without masked_m: every group has all m rows (einsum's heads)
 };
 
 // What one compiled kernel is.
@@ -160,12 +161,13 @@ struct Bf16ConfigKey {
   int k_for_config = 0;  // batched K: the K one tile sums, as the heuristics cost it (0: k)
   int split_units_total = 0, k_blocks_per_unit = 1;  // split K (Sm90Bf16Problem)
   int ws_splits = 0, ws_split_units = 0;
+  bool all_rows = false;  // Sm90Bf16Problem::all_rows
   bool operator==(const Bf16ConfigKey&) const = default;
   size_t hash() const {
     return hash_fields({m, n, k, compiled_m, compiled_n, compiled_k, num_sms, mult_m, mult_n, device, int(mn_major_a),
                         int(mn_major_b), int(fp32_out), int(with_c), gemm_type, m_for_config, groups_for_config,
                         align_m, int(batched_k), k_for_config, split_units_total, k_blocks_per_unit, ws_splits,
-                        ws_split_units});
+                        ws_split_units, int(all_rows)});
   }
 };
 
@@ -231,10 +233,12 @@ inline h::Sm90Bf16GemmConfig choose_bf16_config(const Bf16ConfigKey& key, int ma
   }
   const auto& knobs = bf16_dev_knobs();
   const bool staged = !key.fp32_out && !key.with_c && !(knobs.direct_d && key.gemm_type == 0);
-  for (auto c : h::rank_sm90_bf16_gemm_configs(key.m_for_config, key.n, key.k_for_config > 0 ? key.k_for_config : key.k,
-                                                      key.num_sms, key.mn_major_a,
-                                                      key.mn_major_b, staged, key.fp32_out ? 4 : 2, max_smem,
-                                                      key.groups_for_config, key.gemm_type, key.align_m, key.with_c)) {
+  auto ranked = h::rank_sm90_bf16_gemm_configs(key.m_for_config, key.n, key.k_for_config > 0 ? key.k_for_config : key.k,
+                                               key.num_sms, key.mn_major_a, key.mn_major_b, staged,
+                                               key.fp32_out ? 4 : 2, max_smem, key.groups_for_config, key.gemm_type,
+                                               key.align_m, key.with_c);
+  if (key.gemm_type == 2 && !key.all_rows) h::prefer_sm90_bf16_masked_tile(ranked, key.m_for_config);
+  for (auto c : ranked) {
     if (c.block_m % key.mult_m != 0 || c.block_n % key.mult_n != 0) continue;
     if (knobs.splits > 1 && key.split_units_total > 0) {
       const auto sc = h::choose_sm90_bf16_split(c, key.m_for_config, key.n, key.split_units_total, key.k_blocks_per_unit,
@@ -330,7 +334,7 @@ class Sm90Bf16GemmLauncher {
                                     p.mn_major_a, p.mn_major_b, p.fp32_out, p.with_c,     p.gemm_type,
                                     p.m_for_config, p.groups_for_config, p.align_m, p.num_batches > 0,
                                     p.num_batches * p.k, p.split_units_total, p.k_blocks_per_unit,
-                                    p.ws_splits, p.ws_split_units};
+                                    p.ws_splits, p.ws_split_units, p.all_rows};
     const auto& e = cache_.get(key, p.device, op, plan_sm90_bf16_gemm, [&](const h::Sm90Bf16GemmConfig& c) {
       return deep_jit::detail::cat(op, " m=", p.m, " n=", p.n, " k=", p.k, " -> block ", c.block_m, "x", c.block_n, ", ",
                                    c.stages, " stages, grid ", c.grid_x, ", smem ", c.smem_bytes, " B",

@@ -255,6 +255,7 @@ void run_bf16_masked(const Tensor& a, const Tensor& b, const Tensor& d, const Te
   p.groups_for_config = static_cast<int>(g);
   p.align_m = 1;
   p.layout = masked_m != nullptr ? static_cast<const int*>(masked_m->data_ptr()) : nullptr;
+  p.all_rows = masked_m == nullptr;
   launch::Sm90Bf16GemmLauncher::get().run(p, op);
 }
 
@@ -391,20 +392,21 @@ std::string bf16_gemm_build(int64_t m, int64_t n, int64_t k, std::string layout,
 
 // Compiles (no GPU needed) the kernel of an m-grouped BF16 GEMM: layout 'contiguous' (m =
 // M_sum), 'psum' (expected_m > 0: the per-group count the op is given, else costed from M_sum)
-// or 'masked' (m = max_m, expected_m the typical valid rows); mn_major_b: the nn form's B.
+// 'masked' (m = max_m, expected_m the typical valid rows) or 'heads' (the masked kernel without
+// masked_m, every group all m rows: einsum's per-head GEMMs); mn_major_b: the nn form's B.
 // Returns "<kernel name>\t<cubin path>", as m_grouped_fp8_gemm_build.
 std::string m_grouped_bf16_gemm_build(std::string layout, int64_t m, int64_t n, int64_t k, int64_t num_groups,
                                       int64_t expected_m, int64_t num_sms, std::string compiled_dims,
                                       bool mn_major_b) {
   constexpr const char* op = "m_grouped_bf16_gemm_build";
-  check_arg(layout == "contiguous" || layout == "psum" || layout == "masked", op,
-            "layout must be 'contiguous', 'psum' or 'masked', got '", layout, "'");
+  check_arg(layout == "contiguous" || layout == "psum" || layout == "masked" || layout == "heads", op,
+            "layout must be 'contiguous', 'psum', 'masked' or 'heads', got '", layout, "'");
   check_arg(m > 0 && n > 0 && k > 0, op, "need M, N, K > 0, got ", m, " x ", n, " x ", k);
   check_arg(k % 64 == 0, op, "K must be a multiple of 64 (one BF16 K block), got K = ", k);
   check_arg(num_groups > 0, op, "num_groups must be > 0, got ", num_groups);
   ArgChecker(op).below_2_31({{"M", m}, {"N", n}, {"K", k}, {"num_groups", num_groups}, {"expected_m", expected_m}});
   check_arg(num_sms > 0 && num_sms <= 1024, op, "num_sms must be in [1, 1024], got ", num_sms);
-  const bool masked = layout == "masked", psum = layout == "psum";
+  const bool heads = layout == "heads", masked = layout == "masked" || heads, psum = layout == "psum";
   check_arg(!masked || expected_m > 0, op, "expected_m must be > 0 for the masked layout, got ", expected_m);
   const CompiledDims cd = parse_compiled_dims(compiled_dims, op);
   const auto [mult_m, mult_n] = DeviceRuntime::get().block_size_multiple_of();
@@ -414,6 +416,7 @@ std::string m_grouped_bf16_gemm_build(std::string layout, int64_t m, int64_t n, 
                                     int(num_sms), mult_m, mult_n, 0, false, mn_major_b, false, false,
                                     masked ? 2 : psum ? 3 : 1, per_group ? int(expected_m) : int(m),
                                     per_group ? int(num_groups) : 1, align};
+  key.all_rows = heads;
   auto [cfg, src] = launch::plan_sm90_bf16_gemm(key, heuristics::kSm90MaxSmemBytes);
   return src.name + "\t" + deep_jit::Runtime::get().build(src);
 }
