@@ -415,19 +415,34 @@ def test_kernels_compile_without_spills(tmp_path):
         assert name.startswith("sm90_bf16_gemm_") and os.path.exists(path)
 
 
-def _build_names(cases, env_extra, tmp_path):
-    """Kernel names the configuration picks for `cases` (m, n, k, layout, out, with_c) in a
-    child process with `env_extra` set (the developer knobs are read once per process)."""
+def _child_stdout_names(code, tmp_path, env_extra=None):
+    """Runs `code` (which prints kernel names) in a child process with its own JIT cache and
+    `env_extra` set; the process result and the printed names."""
     import os
     import subprocess
     import sys
 
-    env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path), **env_extra)
+    env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path), **(env_extra or {}))
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900)
+    return res, res.stdout.split()
+
+
+def _build_names(cases, env_extra, tmp_path):
+    """Kernel names the configuration picks for `cases` (m, n, k, layout, out, with_c) in a
+    child process with `env_extra` set (the developer knobs are read once per process)."""
     code = ("import torch, deep_gemm\n"
             f"for m, n, k, lay, out, c in {cases!r}:\n"
             "    print(torch.ops.deep_gemm.bf16_gemm_build(m, n, k, lay, out, c, 132, 'nk').split()[0])\n")
-    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900)
-    return res, res.stdout.split()
+    return _child_stdout_names(code, tmp_path, env_extra)
+
+
+def _m_grouped_build_names(cases, tmp_path, env_extra=None):
+    """As _build_names for m_grouped_bf16_gemm_build: `cases` (layout, m, n, k, groups,
+    expected_m, mn_major_b), built for 132 SMs."""
+    code = ("import torch, deep_gemm\n"
+            f"for lay, m, n, k, g, em, nn in {cases!r}:\n"
+            "    print(torch.ops.deep_gemm.m_grouped_bf16_gemm_build(lay, m, n, k, g, em, 132, 'nk', nn).split()[0])\n")
+    return _child_stdout_names(code, tmp_path, env_extra)
 
 
 @pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc to compile")
@@ -542,20 +557,10 @@ def test_masked_groups_of_two_row_blocks_take_192_wide_tiles(tmp_path):
     """Masked groups of 129-256 expected rows: 128 x 192 tiles (4 stages), faster there on an H100
     (2026-12-07); 128 or 512 expected rows, and einsum's per-head GEMMs ('heads': no masked_m, here
     256 rows each), keep what the model ranks first."""
-    import os
-    import subprocess
-    import sys
-
-    code = ("import torch, deep_gemm\n"
-            "b = torch.ops.deep_gemm.m_grouped_bf16_gemm_build\n"
-            "for em in (192, 256, 129, 128, 512):\n"
-            "    print(b('masked', 4096, 4096, 7168, 32, em, 132, 'nk', False).split()[0])\n"
-            "print(b('masked', 1024, 7168, 2048, 32, 192, 132, 'nk', False).split()[0])\n"
-            "print(b('heads', 256, 512, 128, 16, 256, 132, 'nk', True).split()[0])\n")
-    res = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path)),
-                         capture_output=True, text=True, timeout=600)
+    cases = [("masked", 4096, 4096, 7168, 32, em, False) for em in (192, 256, 129, 128, 512)]
+    cases += [("masked", 1024, 7168, 2048, 32, 192, False), ("heads", 256, 512, 128, 16, 256, True)]
+    res, names = _m_grouped_build_names(cases, tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
-    names = res.stdout.split()
     assert all("_b128x192_s4_" in name for name in names[:3] + names[5:6]), names
     assert all("_b128x256_" in name for name in names[3:5]), names
     assert "_b128x192_" not in names[6], names  # the model's own pick for einsum's heads
@@ -624,21 +629,14 @@ def test_bf16_kernels_scheduler_group_widths(tmp_path):
     GEMM) take 8, or equal groups where 8 would leave a narrow last group with a quarter of the
     tiles or more (12 n-blocks of 176 at N = 2112: two groups of 6; 28 of 256 at N = 7168 keep
     8)."""
-    import os
-    import subprocess
-    import sys
-
-    code = ("import torch, deep_gemm\n"
-            "b = torch.ops.deep_gemm.m_grouped_bf16_gemm_build\n"
-            "print(b('masked', 4096, 4096, 7168, 32, 192, 132, 'nk', False).split()[0])\n"
-            "print(b('contiguous', 32768, 4096, 7168, 4, 0, 132, 'nk', False).split()[0])\n"
-            "print(b('contiguous', 33712, 7168, 2048, 8, 0, 132, 'nk', False).split()[0])\n"
-            "for n in (4096, 2112, 7168):\n"
-            "    print(torch.ops.deep_gemm.bf16_gemm_build(4096, n, 7168, 'nt', 'bf16', False, 132, 'nk').split()[0])\n")
-    res = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path)),
-                         capture_output=True, text=True, timeout=600)
+    res, names = _m_grouped_build_names([("masked", 4096, 4096, 7168, 32, 192, False),
+                                         ("contiguous", 32768, 4096, 7168, 4, 0, False),
+                                         ("contiguous", 33712, 7168, 2048, 8, 0, False)], tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
-    masked, contiguous, contiguous_7168, dense, dense_2112, dense_7168 = res.stdout.split()
+    res, dense_names = _build_names([(4096, n, 7168, "nt", "bf16", False) for n in (4096, 2112, 7168)], {}, tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    masked, contiguous, contiguous_7168 = names
+    dense, dense_2112, dense_7168 = dense_names
     assert "_mgm_" in masked and masked.endswith("_g2"), masked
     assert "_mgc_" in contiguous and contiguous.endswith("_b128x256_s3_g8"), contiguous
     assert "_mgc_" in contiguous_7168 and contiguous_7168.endswith("_g8"), contiguous_7168
