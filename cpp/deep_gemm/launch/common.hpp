@@ -90,6 +90,10 @@ inline int env_override_knob(const char* name) {
   return v && *v ? static_cast<int>(env_bool_knob(name, false)) : -1;
 }
 
+// What an env_override_knob value makes of a rule's answer: set, the knob (1 only where
+// `allowed`); unset (-1), the rule.
+inline bool knob_or_rule(int knob, bool allowed, bool rule) { return knob >= 0 ? knob == 1 && allowed : rule; }
+
 inline CUtensorMapDataType tma_dtype(Sm90TmaDtype t) {
   switch (t) {
     case Sm90TmaDtype::kU8: return CU_TENSOR_MAP_DATA_TYPE_UINT8;

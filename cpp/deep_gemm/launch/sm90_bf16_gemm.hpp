@@ -293,9 +293,8 @@ inline h::Sm90Bf16GemmConfig choose_bf16_config(const Bf16ConfigKey& key, int ma
 
 inline Plan<h::Sm90Bf16GemmConfig> plan_sm90_bf16_gemm(const detail::Bf16ConfigKey& key, int max_smem) {
   auto cfg = detail::choose_bf16_config(key, max_smem);
-  const int evict_knob = detail::bf16_dev_knobs().evict_first_b;
-  cfg.evict_first_b = evict_knob >= 0 ? evict_knob == 1 && !key.batched_k
-                                      : h::sm90_bf16_b_read_once(cfg, key.m_for_config, key.n, key.k, key.batched_k);
+  cfg.evict_first_b = detail::knob_or_rule(detail::bf16_dev_knobs().evict_first_b, !key.batched_k,
+                                           h::sm90_bf16_b_read_once(cfg, key.m_for_config, key.n, key.k, key.batched_k));
   Sm90Bf16KernelSpec s;
   s.compiled_m = static_cast<uint32_t>(key.compiled_m);
   s.compiled_n = static_cast<uint32_t>(key.compiled_n);

@@ -96,9 +96,8 @@ inline h::Sm90Fp8GemmConfig choose_config(const ConfigKey& key, int max_smem) {
       auto chosen = with_tuning_knobs(c);
       chosen.sfa_from_global =
           key.sfa_from_global && sfa_from_global_allowed() && h::sm90_fp8_sfa_from_global_fits(chosen, key.m);
-      chosen.evict_first_b = forced_evict_first_b() >= 0
-                                 ? forced_evict_first_b() == 1 && chosen.kind == h::Sm90Fp8Kind::k1D2D
-                                 : h::sm90_fp8_b_read_once(chosen, key.m, key.n, key.k);
+      chosen.evict_first_b = knob_or_rule(forced_evict_first_b(), chosen.kind == h::Sm90Fp8Kind::k1D2D,
+                                          h::sm90_fp8_b_read_once(chosen, key.m, key.n, key.k));
       return chosen;
     }
   }
