@@ -415,6 +415,19 @@ def test_kernels_compile_without_spills(tmp_path):
         assert name.startswith("sm90_bf16_gemm_") and os.path.exists(path)
 
 
+@pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc to compile")
+def test_64_row_m_grouped_kernels_compile_without_spills(tmp_path):
+    """64-row m-grouped kernels (one math warpgroup) with either B majorness build under
+    DG_JIT_PTXAS_CHECK=1: the masked MN-major-B producer at 64 x 64 once kept two registers
+    in local memory at a 40-register budget."""
+    res, names = _m_grouped_build_names([("masked", 4096, 128, 1024, 8, 64, True),
+                                         ("masked", 4096, 128, 1024, 8, 64, False),
+                                         ("contiguous", 4096, 128, 1024, 8, 0, True)],
+                                        tmp_path, {"DG_JIT_PTXAS_CHECK": "1"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert len(names) == 3 and all("_b64x" in name for name in names[:2]), names
+
+
 def _child_stdout_names(code, tmp_path, env_extra=None):
     """Runs `code` (which prints kernel names) in a child process with its own JIT cache and
     `env_extra` set; the process result and the printed names."""

@@ -41,6 +41,12 @@ constexpr uint32_t kEntryRegs = 168;
 constexpr bool register_budgets_fit(uint32_t num_math_threads, uint32_t producer_regs, uint32_t math_regs) {
     return 128 * producer_regs + num_math_threads * math_regs <= (128 + num_math_threads) * kEntryRegs;
 }
+// The producer's budget beside `num_math_wg` math warpgroups: one math warpgroup (64-row
+// tiles, 256 threads) leaves room for 56, which the masked MN-major-B producer's load loop
+// needs (at 40 ptxas kept two of its registers in local memory: 16 LDL / STL at 64 x 64).
+constexpr uint32_t producer_regs(uint32_t num_math_wg) {
+    return num_math_wg == 1 ? 56 : kProducerRegs;
+}
 
 // Whether the launch's dynamic shared memory holds Layout: the generated kernel source
 // defines DG_SMEM_BYTES as the host's count (cpp/.../sm90_fp8_gemm.hpp, smem_bytes), so a

@@ -209,7 +209,8 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
     static_assert(kGemmType == GemmType::kNormal || (kBf16Out && !kWithC), "m-grouped: bf16 D, no C");
     static_assert(!kBatchedK || (kGemmType == GemmType::kNormal && !kMnMajorA && !kMnMajorB),
                   "batched K: dense, K-major operands");
-    static_assert(register_budgets_fit(kNumMathThreads, kProducerRegs, kMathRegs), "setmaxnreg budgets over the entry allocation");
+    constexpr uint32_t kProdRegs = producer_regs(kNumMathWG);
+    static_assert(register_budgets_fit(kNumMathThreads, kProdRegs, kMathRegs), "setmaxnreg budgets over the entry allocation");
     static_assert(!kSplitK || kGemmType == GemmType::kNormal, "split K: dense or batched K");
     // A bf16 D without C goes through the staging tile and the TMA; otherwise (or kDirectD:
     // the staging tile's shared memory spent on pipeline stages) direct stores.
@@ -295,7 +296,7 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
 
     if (threadIdx.x >= kNumMathThreads) {
         // ---- producer warpgroup: one thread keeps the ring full ----
-        ptx::setmaxnreg_dec<kProducerRegs>();
+        ptx::setmaxnreg_dec<kProdRegs>();
         if (threadIdx.x == kNumMathThreads) {
             Scheduler sched(m, n, grouped_layout, num_groups, align_m);
             PipeState<kStages> pipe;
