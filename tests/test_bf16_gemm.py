@@ -416,16 +416,25 @@ def test_kernels_compile_without_spills(tmp_path):
 
 
 @pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc to compile")
-def test_64_row_m_grouped_kernels_compile_without_spills(tmp_path):
-    """64-row m-grouped kernels (one math warpgroup) with either B majorness build under
-    DG_JIT_PTXAS_CHECK=1: the masked MN-major-B producer at 64 x 64 once kept two registers
-    in local memory at a 40-register budget."""
+def test_producer_bound_kernels_compile_without_spills(tmp_path):
+    """Kernels whose TMA producer runs close to its register budget build under
+    DG_JIT_PTXAS_CHECK=1 (no spills, no stack): 64-row m-grouped tiles (one math warpgroup;
+    the masked MN-major-B producer at 64 x 64 once kept two registers in local memory) and
+    MN-major operands with a short compiled-in K (8 K blocks, once unrolled into 24-76 bytes
+    of spills at 128 x 192 and 128 x 256)."""
     res, names = _m_grouped_build_names([("masked", 4096, 128, 1024, 8, 64, True),
                                          ("masked", 4096, 128, 1024, 8, 64, False),
-                                         ("contiguous", 4096, 128, 1024, 8, 0, True)],
+                                         ("contiguous", 4096, 128, 1024, 8, 0, True),
+                                         ("masked", 1536, 4096, 512, 8, 192, True),
+                                         ("psum", 8192, 2112, 512, 8, 1024, True)],
                                         tmp_path, {"DG_JIT_PTXAS_CHECK": "1"})
     assert res.returncode == 0, res.stderr[-3000:]
-    assert len(names) == 3 and all("_b64x" in name for name in names[:2]), names
+    assert len(names) == 5 and all("_b64x" in name for name in names[:2]), names
+    assert "k512_b128x192_" in names[3] and "k512_b128x192_" in names[4], names
+    res, names = _build_names([(4096, 2112, 512, "tn", "bf16", False), (4096, 7168, 512, "nn", "fp32", False),
+                               (4096, 7168, 512, "tn", "fp32", False)], {"DG_JIT_PTXAS_CHECK": "1"}, tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert len(names) == 3, names
 
 
 def _child_stdout_names(code, tmp_path, env_extra=None):

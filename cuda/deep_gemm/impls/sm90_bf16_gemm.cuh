@@ -318,7 +318,10 @@ __device__ __forceinline__ void sm90_bf16_gemm_impl(uint32_t shape_m, uint32_t s
                     if (!sched.row_valid(tile, static_cast<uint32_t>(m0) + 64)) a_boxes = 1;
                 }
                 const uint32_t tx_bytes = Layout::kStageTxBytes - (kABoxes - a_boxes) * kABoxBytes;
-                for (uint32_t kb = 0; kb < num_k_blocks; ++kb, pipe.advance()) {
+                // Kept rolled: with K compiled in, the unrolled loop's addresses outgrew the
+                // producer's 40 registers (MN-major operands at K = 512: up to 76 bytes spilled).
+                const uint32_t producer_k_blocks = ptx::opaque(num_k_blocks);
+                for (uint32_t kb = 0; kb < producer_k_blocks; ++kb, pipe.advance()) {
                     const uint32_t s = pipe.stage;
                     ptx::mbar_wait_watchdog(smem.empty(s), pipe.phase ^ 1u);
                     uint64_t* full = smem.full(s);

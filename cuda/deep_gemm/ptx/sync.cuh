@@ -15,6 +15,14 @@ __device__ __forceinline__ void setmaxnreg_inc() {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(N));
 }
 
+// `x`, hidden from the optimizer: a loop bound through this is not known at compile time, so
+// the loop stays rolled (NVCC 13.0 unrolled a producer loop of 8 compiled-in K blocks despite
+// `#pragma unroll 1`).
+__device__ __forceinline__ uint32_t opaque(uint32_t x) {
+    asm volatile("" : "+r"(x));
+    return x;
+}
+
 // Orders this thread's generic-proxy shared-memory writes (st.shared, stmatrix) before
 // later async-proxy accesses (TMA store, wgmma operand reads).
 __device__ __forceinline__ void fence_proxy_async_smem() {
