@@ -6,6 +6,7 @@ masked forms (one CUDA graph replayed with new masked_m), and k-grouped with an 
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 import torch
@@ -586,6 +587,7 @@ def test_masked_groups_of_two_row_blocks_take_192_wide_tiles(tmp_path):
     assert all("_b128x192_s4_" in name for name in names[:3] + names[5:6]), names
     assert all("_b128x256_" in name for name in names[3:5]), names
     assert "_b128x192_" not in names[6], names  # the model's own pick for einsum's heads
+    assert re.search(r"_g1(_|$)", names[6]) and re.search(r"_g2(_|$)", names[0]), names  # heads: one n-block at a time
 
 
 @pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc to compile")

@@ -175,6 +175,16 @@ inline void prefer_sm90_bf16_masked_tile(std::vector<Sm90Bf16GemmConfig>& ranked
                           [](const Sm90Bf16GemmConfig& c) { return c.block_m == 128 && c.block_n == 192; });
 }
 
+// einsum's per-head GEMMs (the masked layout without masked_m: every group has all its rows)
+// walk one n-block at a time: the CTAs in flight then take consecutive m-blocks of one head
+// and n-block. H100, 2026-12-07 (DG_DEV_SM90_BF16_GROUP_N, one process per setting, three
+// rounds, no peers; B = 4096, H = 128, 128 x 256 tiles): bhd,hdr->bhr (K = 128, N = 512)
+// 261.2 / 261.3 / 261.7 us at 1 against 265.0 / 265.2 / 264.9 at 2; bhr,hdr->bhd (K = 512,
+// N = 128) and 8 heads of 4096 x 1024 x 4096 unchanged (242.6-243.9, 346.0-346.9).
+inline void walk_sm90_bf16_heads_by_n_block(std::vector<Sm90Bf16GemmConfig>& ranked) {
+    for (auto& c : ranked) c.group_n = 1;
+}
+
 // Whether a dense GEMM loads B under L2's evict-first policy (sm90_b_read_once; a CTA pair
 // sharing B counts as one m-block, and each split of a tile is a CTA). Not with batched K.
 inline bool sm90_bf16_b_read_once(const Sm90Bf16GemmConfig& c, int m, int n, int k, bool batched_k) {

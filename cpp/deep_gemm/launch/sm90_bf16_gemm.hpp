@@ -238,6 +238,7 @@ inline h::Sm90Bf16GemmConfig choose_bf16_config(const Bf16ConfigKey& key, int ma
                                                key.fp32_out ? 4 : 2, max_smem, key.groups_for_config, key.gemm_type,
                                                key.align_m, key.with_c);
   if (key.gemm_type == 2 && !key.all_rows) h::prefer_sm90_bf16_masked_tile(ranked, key.m_for_config);
+  if (key.gemm_type == 2 && key.all_rows) h::walk_sm90_bf16_heads_by_n_block(ranked);
   for (auto c : ranked) {
     if (c.block_m % key.mult_m != 0 || c.block_n % key.mult_n != 0) continue;
     if (knobs.splits > 1 && key.split_units_total > 0) {
