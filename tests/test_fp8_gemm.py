@@ -460,3 +460,21 @@ def test_fp8_gemm_with_pdl_reads_fresh_inputs():
             assert calc_diff(d, _reference(a, b, fp32_out=False)) < 1e-3
     finally:
         deep_gemm.set_pdl(False)
+
+
+@pytest.mark.skipif(__import__("shutil").which("nvcc") is None, reason="needs nvcc to compile")
+def test_fp32_out_kernels_with_a_short_compiled_k_compile_without_spills(tmp_path):
+    """The FP32-out (1D1D) kernels at K = 1536 build under DG_JIT_PTXAS_CHECK=1: their producer,
+    unrolled over the 12 compiled-in K blocks, once spilled 52-64 bytes at 40 registers."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import torch, deep_gemm\n"
+            "for m, n in ((128, 24576), (4096, 7168), (4096, 576), (200, 7168)):\n"
+            "    print(torch.ops.deep_gemm.fp8_gemm_build(m, n, 1536, True, 132, 'nk').split()[0])\n")
+    env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path), DG_JIT_PTXAS_CHECK="1")
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    names = res.stdout.split()
+    assert len(names) == 4 and all(name.startswith("sm90_fp8_gemm_1d1d_") and "k1536_" in name for name in names), names

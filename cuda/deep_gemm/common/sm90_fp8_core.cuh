@@ -198,7 +198,10 @@ __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sche
         // Scheduler::kRank3Groups: A's row within the tile's group (its map is [G][rows][K]).
         [[maybe_unused]] int32_t a_y = 0;
         if constexpr (Scheduler::kRank3Groups) a_y = static_cast<int32_t>(sched.row_in_group(tile, static_cast<uint32_t>(m0)));
-        for (uint32_t kb = 0; kb < num_k_blocks; ++kb, pipe.advance()) {
+        // Kept rolled (see ptx::opaque): unrolled over a compiled-in K of 12 blocks, the 1D1D
+        // kernel's producer spilled 52-64 bytes at its 40 registers.
+        const uint32_t producer_k_blocks = ptx::opaque(num_k_blocks);
+        for (uint32_t kb = 0; kb < producer_k_blocks; ++kb, pipe.advance()) {
             const uint32_t s = pipe.stage;
             ptx::mbar_wait_watchdog(smem.empty(s), pipe.phase ^ 1u);
             uint64_t* full = smem.full(s);
