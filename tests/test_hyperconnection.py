@@ -168,6 +168,22 @@ def test_kernels_of_upstreams_shapes_use_register_a_hgmma_and_no_local_memory(tm
     assert not problems, problems
 
 
+@pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc")
+def test_kernels_of_every_n_compile_without_spills(tmp_path):
+    """N = 8, 16, 24 and 32 at both tile heights build under DG_JIT_PTXAS_CHECK=1. The 288-thread
+    CTA caps a thread at 168 registers; at N = 32 the last part's batch of 8 partials (18 floats
+    each) once spilled 12-44 bytes."""
+    env = dict(os.environ, DG_JIT_CACHE_DIR=str(tmp_path), DG_JIT_PTXAS_CHECK="1")
+    code = ("import torch, deep_gemm\n"
+            "for n in (8, 16, 24, 32):\n"
+            "    for m in (128, 8192):\n"
+            "        print(torch.ops.deep_gemm.tf32_hc_prenorm_gemm_build(m, n, 7168, 16, 132).split()[0])\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    names = {re.sub(r"_s\d+$", "", name) for name in out.stdout.split()}
+    assert names == {f"sm90_tf32_hc_prenorm_gemm_n{n}_b{b}" for n in (8, 16, 24, 32) for b in (64, 128)}, names
+
+
 # ---- on the GPU ----------------------------------------------------------------------------
 
 

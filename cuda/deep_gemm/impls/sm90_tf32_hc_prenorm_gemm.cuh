@@ -265,8 +265,9 @@ __device__ __forceinline__ void sm90_tf32_hc_prenorm_gemm_impl(uint32_t m, uint3
         // Up to 64 partials from L2: kPartBatch of them loaded before any is added, so the
         // loop costs num_parts / kPartBatch L2 round trips, not num_parts (H200, 2026-12-03:
         // 62 parts at M = 1 took 17.0 us one part at a time, 12.2 in batches). Added in part
-        // order; the zeros past the last part change no sum.
-        constexpr uint32_t kPartBatch = 8;
+        // order; the zeros past the last part change no sum. At most ~112 floats in flight: the
+        // 288-thread CTA caps a thread at 168 registers, and 8 partials of N = 32 spilled.
+        constexpr uint32_t kPartBatch = 112 / Layout::kPartialFloats < 8 ? 112 / Layout::kPartialFloats : 8;
         constexpr uint32_t kPartStride = Layout::kPartialFloats * kResultThreads;
         for (uint32_t r = 0; r < num_parts; r += kPartBatch) {
             float v[kPartBatch][Layout::kPartialFloats];
