@@ -171,9 +171,13 @@ __device__ __forceinline__ TailMaps tail_maps(uint32_t m, const CUtensorMap* a, 
 // stage_tx_bytes: what the TMA delivers per stage (Layout::stage_tx_bytes of the boxes).
 // kTailMaps: tiles from tail.first_row on load A and SFA through `tail` (MBoxes::kTail).
 // kEvictFirstB: B's loads under L2's evict-first policy (B read once: see ptx::tma_load_2d).
+// kRolledK: the K loop kept rolled (ptx::opaque bound), for the 1D1D kernel: unrolled over a
+// compiled-in K of 12 blocks its producer spilled 52-64 bytes at its 40 registers. The 1D2D
+// kernel keeps the compiler's choice: rolled, its 4096 x 2112 x 7168 (128 x 192, 4 stages)
+// took 111.2 / 111.5 us against 105.6 / 105.9 (H100, 2026-12-07).
 template <typename Layout, typename Scheduler, uint32_t kBlockM, uint32_t kBlockN,
           uint32_t kStages, uint32_t kCluster, bool kLoadSfb, bool kPublishTiles = false, bool kLoadSfa = true,
-          bool kTailMaps = false, bool kEvictFirstB = false>
+          bool kTailMaps = false, bool kEvictFirstB = false, bool kRolledK = false>
 __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sched, uint32_t num_k_blocks,
                                               const CUtensorMap* tmap_a, const CUtensorMap* tmap_b,
                                               const CUtensorMap* tmap_sfa, const CUtensorMap* tmap_sfb,
@@ -198,9 +202,7 @@ __device__ __forceinline__ void producer_loop(const Layout& smem, Scheduler sche
         // Scheduler::kRank3Groups: A's row within the tile's group (its map is [G][rows][K]).
         [[maybe_unused]] int32_t a_y = 0;
         if constexpr (Scheduler::kRank3Groups) a_y = static_cast<int32_t>(sched.row_in_group(tile, static_cast<uint32_t>(m0)));
-        // Kept rolled (see ptx::opaque): unrolled over a compiled-in K of 12 blocks, the 1D1D
-        // kernel's producer spilled 52-64 bytes at its 40 registers.
-        const uint32_t producer_k_blocks = ptx::opaque(num_k_blocks);
+        const uint32_t producer_k_blocks = kRolledK ? ptx::opaque(num_k_blocks) : num_k_blocks;
         for (uint32_t kb = 0; kb < producer_k_blocks; ++kb, pipe.advance()) {
             const uint32_t s = pipe.stage;
             ptx::mbar_wait_watchdog(smem.empty(s), pipe.phase ^ 1u);

@@ -54,7 +54,7 @@ __device__ __forceinline__ void sm90_fp8_gemm_1d1d_impl(uint32_t shape_m, uint32
         const BoxRows box = box_rows<kMBoxes, kBlockM>(m);
         if (threadIdx.x == kNumMathThreads)
             producer_loop<Layout, Scheduler, kBlockM, kBlockN, kStages, kCluster, true, false, true,
-                          kMBoxes == MBoxes::kTail>(
+                          kMBoxes == MBoxes::kTail, false, /*kRolledK=*/true>(
                 smem, Scheduler(m, n), num_k_blocks, tmap_a, tmap_b, tmap_sfa, tmap_sfb,
                 Layout::stage_tx_bytes(box.a, box.sfa),
                 tail_maps<Layout, kBlockM, kMBoxes, true>(m, tmap_a_tail, tmap_sfa_tail));
