@@ -174,7 +174,7 @@ __device__ __forceinline__ TailMaps tail_maps(uint32_t m, const CUtensorMap* a, 
 // kRolledK: the K loop kept rolled (ptx::opaque bound), for the 1D1D kernel: unrolled over a
 // compiled-in K of 12 blocks its producer spilled 52-64 bytes at its 40 registers. The 1D2D
 // kernel keeps the compiler's choice: rolled, its 4096 x 2112 x 7168 (128 x 192, 4 stages)
-// took 111.2 / 111.5 us against 105.6 / 105.9 (H100, 2026-12-07).
+// took 111.6 / 113.0 us against 105.5 / 105.7 (H100, 2026-12-07).
 template <typename Layout, typename Scheduler, uint32_t kBlockM, uint32_t kBlockN,
           uint32_t kStages, uint32_t kCluster, bool kLoadSfb, bool kPublishTiles = false, bool kLoadSfa = true,
           bool kTailMaps = false, bool kEvictFirstB = false, bool kRolledK = false>
